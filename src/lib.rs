@@ -1,0 +1,1 @@
+pub use vramledger_format as format;
