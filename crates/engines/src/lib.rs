@@ -1,2 +1,7 @@
-//! Engine-specific knowledge (SGLang, vLLM): log-line grammar and sizing arithmetic.
-//! Dependency-free so the shim can share the same grammar as the offline parser.
+//! Engine-specific knowledge (SGLang, vLLM): log-line grammar and KV sizing arithmetic.
+//!
+//! Dependency-free on purpose: the shim (inside the target process) recognises stage
+//! boundaries with the same grammar the offline parser uses, so the two can never drift.
+
+pub mod log;
+pub mod sizing;

@@ -1,0 +1,1 @@
+//! KV-cache sizing arithmetic (SGLang layouts, vLLM budgets).
