@@ -1,0 +1,467 @@
+//! The live books: which physical memory exists right now, and who owns it.
+//!
+//! A replay of events into physical state, shared by the shim (to write the live ledger
+//! when an allocation fails) and the offline ledger (so the two agree by construction).
+//! It knows the physical rules of each family:
+//! - `cuMemAlloc` family: an address holds memory from alloc until free;
+//! - VMM: a handle holds memory from `cuMemCreate` until its references (create +
+//!   retains − releases) reach zero *and* no mapping of it is left;
+//! - stream-ordered pools: per-call sizes are not physical; a pool holds what its last
+//!   `reserved` sample said;
+//! - host-pinned, peer (imported) and virtual reservations are books of their own, never
+//!   VRAM.
+//!
+//! It never allocates per event beyond its maps, never panics on odd sequences (an
+//! unknown free is ignored and counted), and knows nothing about stages.
+
+use std::collections::BTreeMap;
+
+use crate::record::{Event, Kind, MemKind, Owner};
+use crate::Api;
+
+/// One change of physical memory caused by one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delta {
+    /// Device ordinal (-1 unknown; host memory uses -1).
+    pub device: i32,
+    /// Who holds (or held) the bytes.
+    pub owner: Owner,
+    /// Which books.
+    pub mem: MemKind,
+    /// Positive when memory was taken, negative when returned.
+    pub bytes: i64,
+    /// Module id of the allocation.
+    pub module: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    device: i32,
+    size: u64,
+    owner: Owner,
+    mem: MemKind,
+    module: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Phys {
+    block: Block,
+    refs: u32,
+    maps: u32,
+}
+
+/// Physical state replayed from events.
+#[derive(Debug, Default, Clone)]
+pub struct LiveBooks {
+    blocks: BTreeMap<u64, Block>,
+    async_blocks: BTreeMap<u64, Block>,
+    handles: BTreeMap<u64, Phys>,
+    mappings: BTreeMap<u64, (u64, u64)>,
+    reservations: BTreeMap<u64, (u64, i32)>,
+    host: BTreeMap<u64, Block>,
+    pools: BTreeMap<u64, Block>,
+    totals: BTreeMap<(i32, Owner, MemKind), u64>,
+    /// Frees, releases and unmaps of things these books never saw allocated.
+    pub unknown_frees: u64,
+}
+
+/// Stream-ordered allocations: their sizes are requests served from a pool.
+fn is_async(api: Option<Api>) -> bool {
+    matches!(
+        api,
+        Some(
+            Api::cuMemAllocAsync
+                | Api::cuMemAllocAsync_ptsz
+                | Api::cuMemAllocFromPoolAsync
+                | Api::cuMemAllocFromPoolAsync_ptsz
+        )
+    )
+}
+
+impl LiveBooks {
+    /// A new, empty set of books.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn add(&mut self, b: &Block, sign: i64) -> Delta {
+        let key = (b.device, b.owner, b.mem);
+        let slot = self.totals.entry(key).or_insert(0);
+        if sign > 0 {
+            *slot = slot.saturating_add(b.size);
+        } else {
+            *slot = slot.saturating_sub(b.size);
+        }
+        if *slot == 0 {
+            self.totals.remove(&key);
+        }
+        Delta {
+            device: b.device,
+            owner: b.owner,
+            mem: b.mem,
+            bytes: sign * b.size as i64,
+            module: b.module,
+        }
+    }
+
+    fn block_of(e: &Event, mem: MemKind) -> Block {
+        Block {
+            device: e.device,
+            size: e.size,
+            owner: e.owner(),
+            mem,
+            module: e.module,
+        }
+    }
+
+    /// Applies one event; returns the physical change it caused, if any.
+    pub fn apply(&mut self, e: &Event) -> Option<Delta> {
+        match e.kind()? {
+            Kind::Alloc => {
+                let b = Self::block_of(e, e.mem());
+                if is_async(e.api()) {
+                    self.async_blocks.insert(e.addr, b);
+                    return None;
+                }
+                let mut old_delta = None;
+                if let Some(old) = self.blocks.insert(e.addr, b) {
+                    // The address was never freed in the journal: the old block is gone.
+                    self.unknown_frees += 1;
+                    old_delta = Some(self.add(&old, -1));
+                }
+                let d = self.add(&b, 1);
+                Some(match old_delta {
+                    Some(o) if o.owner == d.owner && o.device == d.device && o.mem == d.mem => {
+                        Delta {
+                            bytes: d.bytes + o.bytes,
+                            ..d
+                        }
+                    }
+                    _ => d,
+                })
+            }
+            Kind::Free => {
+                if self.async_blocks.remove(&e.addr).is_some() {
+                    return None;
+                }
+                match self.blocks.remove(&e.addr) {
+                    Some(b) => Some(self.add(&b, -1)),
+                    None => {
+                        self.unknown_frees += 1;
+                        None
+                    }
+                }
+            }
+            Kind::VmmCreate | Kind::VmmImport if e.handle != 0 => {
+                let mem = if e.kind() == Some(Kind::VmmImport) {
+                    MemKind::Peer
+                } else {
+                    e.mem()
+                };
+                let b = Self::block_of(e, mem);
+                let mut delta = None;
+                if let Some(old) = self.handles.insert(
+                    e.handle,
+                    Phys {
+                        block: b,
+                        refs: 1,
+                        maps: 0,
+                    },
+                ) {
+                    self.unknown_frees += 1;
+                    self.add(&old.block, -1);
+                }
+                if e.kind() == Some(Kind::VmmImport) && e.addr != 0 {
+                    // IPC opens map the peer memory at once.
+                    self.mappings.insert(e.addr, (e.handle, e.size));
+                    if let Some(p) = self.handles.get_mut(&e.handle) {
+                        p.maps += 1;
+                    }
+                }
+                let d = self.add(&b, 1);
+                delta.get_or_insert(d);
+                delta
+            }
+            Kind::VmmRetain => {
+                match self.handles.get_mut(&e.handle) {
+                    Some(p) => p.refs = p.refs.saturating_add(1),
+                    None => self.unknown_frees += 1,
+                }
+                None
+            }
+            Kind::VmmRelease => {
+                let drop = match self.handles.get_mut(&e.handle) {
+                    Some(p) => {
+                        p.refs = p.refs.saturating_sub(1);
+                        p.refs == 0 && p.maps == 0
+                    }
+                    None => {
+                        self.unknown_frees += 1;
+                        false
+                    }
+                };
+                self.drop_handle_if(drop, e.handle)
+            }
+            Kind::VmmMap => {
+                self.mappings.insert(e.addr, (e.handle, e.size));
+                if let Some(p) = self.handles.get_mut(&e.handle) {
+                    p.maps = p.maps.saturating_add(1);
+                }
+                None
+            }
+            Kind::VmmUnmap | Kind::IpcClose => {
+                let end = e.addr.saturating_add(e.size.max(1));
+                let gone: Vec<u64> = self.mappings.range(e.addr..end).map(|(&a, _)| a).collect();
+                if gone.is_empty() {
+                    self.unknown_frees += 1;
+                }
+                let mut out: Option<Delta> = None;
+                for addr in gone {
+                    let Some((handle, _)) = self.mappings.remove(&addr) else {
+                        continue;
+                    };
+                    let drop = match self.handles.get_mut(&handle) {
+                        Some(p) => {
+                            p.maps = p.maps.saturating_sub(1);
+                            if e.kind() == Some(Kind::IpcClose) {
+                                p.refs = p.refs.saturating_sub(1);
+                            }
+                            p.refs == 0 && p.maps == 0
+                        }
+                        None => false,
+                    };
+                    if let Some(d) = self.drop_handle_if(drop, handle) {
+                        out = Some(match out {
+                            Some(o)
+                                if o.owner == d.owner
+                                    && o.device == d.device
+                                    && o.mem == d.mem =>
+                            {
+                                Delta {
+                                    bytes: o.bytes + d.bytes,
+                                    ..o
+                                }
+                            }
+                            Some(o) => o,
+                            None => d,
+                        });
+                    }
+                }
+                out
+            }
+            Kind::VaReserve => {
+                self.reservations.insert(e.addr, (e.size, e.device));
+                None
+            }
+            Kind::VaFree => {
+                if self.reservations.remove(&e.addr).is_none() {
+                    self.unknown_frees += 1;
+                }
+                None
+            }
+            Kind::HostAlloc => {
+                let b = Block {
+                    device: -1,
+                    mem: MemKind::HostPinned,
+                    ..Self::block_of(e, MemKind::HostPinned)
+                };
+                self.host.insert(e.addr, b);
+                Some(self.add(&b, 1))
+            }
+            Kind::HostFree => match self.host.remove(&e.addr) {
+                Some(b) => Some(self.add(&b, -1)),
+                None => {
+                    self.unknown_frees += 1;
+                    None
+                }
+            },
+            Kind::PoolSample => {
+                let new = Block {
+                    size: e.arg0,
+                    ..Self::block_of(e, MemKind::Device)
+                };
+                let old = self.pools.insert(e.handle, new);
+                let old_size = old.map_or(0, |b| b.size);
+                if let Some(o) = old {
+                    self.add(&o, -1);
+                }
+                self.add(&new, 1);
+                let diff = new.size as i64 - old_size as i64;
+                (diff != 0).then_some(Delta {
+                    device: new.device,
+                    owner: new.owner,
+                    mem: MemKind::Device,
+                    bytes: diff,
+                    module: new.module,
+                })
+            }
+            Kind::PoolDestroy => {
+                let old = self.pools.remove(&e.handle)?;
+                Some(self.add(&old, -1))
+            }
+            _ => None,
+        }
+    }
+
+    fn drop_handle_if(&mut self, drop: bool, handle: u64) -> Option<Delta> {
+        if !drop {
+            return None;
+        }
+        let p = self.handles.remove(&handle)?;
+        Some(self.add(&p.block, -1))
+    }
+
+    /// Bytes held now, per (device, owner, memory kind); zero entries are omitted.
+    pub fn totals(&self) -> impl Iterator<Item = ((i32, Owner, MemKind), u64)> + '_ {
+        self.totals.iter().map(|(&k, &v)| (k, v))
+    }
+
+    /// Bytes of `mem` held now by `owner` on `device`.
+    pub fn held(&self, device: i32, owner: Owner, mem: MemKind) -> u64 {
+        self.totals
+            .get(&(device, owner, mem))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Virtual address space reserved now (never VRAM), per device (-1 unknown).
+    pub fn reserved_va(&self) -> BTreeMap<i32, u64> {
+        let mut out = BTreeMap::new();
+        for &(size, dev) in self.reservations.values() {
+            *out.entry(dev).or_insert(0) += size;
+        }
+        out
+    }
+
+    /// The owner and size of the live allocation at `addr` (cuMemAlloc family).
+    pub fn block_at(&self, addr: u64) -> Option<(Owner, u64, i32, u32)> {
+        self.blocks
+            .get(&addr)
+            .or_else(|| self.async_blocks.get(&addr))
+            .map(|b| (b.owner, b.size, b.device, b.module))
+    }
+
+    /// The owner, size and device of a live VMM handle.
+    pub fn handle_info(&self, handle: u64) -> Option<(Owner, u64, i32)> {
+        self.handles
+            .get(&handle)
+            .map(|p| (p.block.owner, p.block.size, p.block.device))
+    }
+
+    /// The handle mapped at exactly `addr`.
+    pub fn mapping_at(&self, addr: u64) -> Option<u64> {
+        self.mappings.get(&addr).map(|&(h, _)| h)
+    }
+
+    /// Live allocations of the cuMemAlloc family and VMM handles, for snapshots:
+    /// `(address or handle, is_vmm, device, owner, mem, size, module)`.
+    pub fn live_items(&self) -> Vec<(u64, bool, i32, Owner, MemKind, u64, u32)> {
+        let mut out = Vec::with_capacity(self.blocks.len() + self.handles.len());
+        for (&a, b) in &self.blocks {
+            out.push((a, false, b.device, b.owner, b.mem, b.size, b.module));
+        }
+        for (&h, p) in &self.handles {
+            let b = p.block;
+            out.push((h, true, b.device, b.owner, b.mem, b.size, b.module));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: Kind, addr: u64, size: u64, handle: u64, owner: Owner) -> Event {
+        Event {
+            kind: kind as u16,
+            device: 0,
+            addr,
+            size,
+            handle,
+            owner: owner as u8,
+            api: Api::cuMemAlloc_v2 as u16,
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn alloc_free_pairs() {
+        let mut b = LiveBooks::new();
+        let d = b.apply(&ev(Kind::Alloc, 0x1000, 4 << 20, 0, Owner::Torch));
+        assert_eq!(d.map(|d| d.bytes), Some(4 << 20));
+        assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 4 << 20);
+        let d = b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None));
+        assert_eq!(d.map(|d| (d.owner, d.bytes)), Some((Owner::Torch, -(4 << 20))));
+        assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 0);
+        assert_eq!(b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None)), None);
+        assert_eq!(b.unknown_frees, 1);
+    }
+
+    #[test]
+    fn nccl_free_sequence_returns_memory_only_at_the_end() {
+        // create, reserve, map; then retain, release, unmap, release (NCCL's order).
+        let mut b = LiveBooks::new();
+        let h = 77;
+        assert!(b
+            .apply(&ev(Kind::VmmCreate, 0, 2 << 20, h, Owner::Nccl))
+            .is_some());
+        b.apply(&ev(Kind::VmmMap, 0x5000, 2 << 20, h, Owner::None));
+        assert_eq!(b.apply(&ev(Kind::VmmRetain, 0x5000, 0, h, Owner::None)), None);
+        assert_eq!(b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None)), None);
+        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
+        assert_eq!(
+            b.apply(&ev(Kind::VmmUnmap, 0x5000, 2 << 20, 0, Owner::None)),
+            None
+        );
+        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
+        let d = b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None)).unwrap();
+        assert_eq!((d.owner, d.bytes), (Owner::Nccl, -(2 << 20)));
+        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 0);
+    }
+
+    #[test]
+    fn release_before_unmap_keeps_memory_until_unmap() {
+        // PyTorch-style unmap+release, and the reverse order.
+        let mut b = LiveBooks::new();
+        b.apply(&ev(Kind::VmmCreate, 0, 20 << 20, 1, Owner::Torch));
+        b.apply(&ev(Kind::VmmMap, 0x10_0000, 20 << 20, 1, Owner::None));
+        assert_eq!(b.apply(&ev(Kind::VmmRelease, 0, 0, 1, Owner::None)), None);
+        let d = b
+            .apply(&ev(Kind::VmmUnmap, 0x10_0000, 20 << 20, 0, Owner::None))
+            .unwrap();
+        assert_eq!(d.bytes, -(20 << 20));
+    }
+
+    #[test]
+    fn host_numa_and_async_are_not_vram() {
+        let mut b = LiveBooks::new();
+        let mut host = ev(Kind::VmmCreate, 0, 2 << 20, 5, Owner::Nccl);
+        host.mem = MemKind::HostPinned as u8;
+        b.apply(&host);
+        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 0);
+        assert_eq!(b.held(0, Owner::Nccl, MemKind::HostPinned), 2 << 20);
+
+        let mut a = ev(Kind::Alloc, 0x9000, 1 << 20, 0, Owner::Torch);
+        a.api = Api::cuMemAllocAsync as u16;
+        assert_eq!(b.apply(&a), None);
+        let mut s = ev(Kind::PoolSample, 0, 0, 0xABC, Owner::Torch);
+        s.arg0 = 32 << 20;
+        assert_eq!(b.apply(&s).map(|d| d.bytes), Some(32 << 20));
+        s.arg0 = 32 << 20;
+        assert_eq!(b.apply(&s), None);
+        assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 32 << 20);
+        assert_eq!(b.apply(&ev(Kind::Free, 0x9000, 0, 0, Owner::None)), None);
+        assert_eq!(b.unknown_frees, 0);
+    }
+
+    #[test]
+    fn reservations_are_virtual_only() {
+        let mut b = LiveBooks::new();
+        b.apply(&ev(Kind::VaReserve, 0x1_0000_0000, 1 << 40, 0, Owner::Torch));
+        assert_eq!(b.totals().count(), 0);
+        assert_eq!(b.reserved_va().get(&0), Some(&(1u64 << 40)));
+        b.apply(&ev(Kind::VaFree, 0x1_0000_0000, 1 << 40, 0, Owner::None));
+        assert!(b.reserved_va().is_empty());
+    }
+}
