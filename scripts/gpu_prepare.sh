@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs HERE (the build machine): builds the release library and CLI and stages everything the
+# GPU machine needs into .gpu/ (git-ignored; the device tool carries it with carry: [".gpu"]).
+#
+#   scripts/gpu_prepare.sh            # cargo build --release, then fill .gpu/
+#   SKIP_CARGO=1 scripts/gpu_prepare.sh   # only restage already-built artefacts
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+if [[ "${SKIP_CARGO:-0}" != 1 ]]; then
+    cargo build --release
+fi
+
+LIB="target/release/libvramledger.so"
+CLI="target/release/vramledger"
+for f in "$LIB" "$CLI"; do
+    if [[ ! -f "$f" ]]; then
+        echo "gpu_prepare: missing $f (did the build produce it?)" >&2
+        exit 1
+    fi
+done
+
+DEST="$ROOT/.gpu"
+rm -rf "$DEST"
+mkdir -p "$DEST/examples" "$DEST/scripts"
+cp "$LIB" "$DEST/libvramledger.so"
+cp "$CLI" "$DEST/vramledger"
+chmod +x "$DEST/vramledger"
+# Sources only: no build outputs, no caches.
+find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
+find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
+
+# The device tool carries at most 64 MiB (working tree included): drop debug info from the
+# copies if they are large (the originals in target/ keep theirs).
+size_kib=$(du -sk "$DEST" | cut -f1)
+if (( size_kib > 40 * 1024 )) && command -v strip >/dev/null; then
+    strip --strip-debug "$DEST/libvramledger.so" "$DEST/vramledger"
+    size_kib=$(du -sk "$DEST" | cut -f1)
+fi
+
+{
+    echo "built_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "git_commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "git_dirty=$(git status --porcelain 2>/dev/null | grep -c . || true)"
+    echo "build_host=$(uname -m) $(ldd --version 2>/dev/null | head -1)"
+} > "$DEST/BUILD_INFO"
+
+echo "gpu_prepare: staged .gpu/ (${size_kib} KiB):"
+ls -l "$DEST"
+if (( size_kib > 56 * 1024 )); then
+    echo "gpu_prepare: WARNING: .gpu is over 56 MiB; the device tool carries 64 MiB in all" >&2
+fi
