@@ -99,6 +99,11 @@ def header_pid(header):
     return None
 
 
+def stage_name(r):
+    """A stage record's name: the first line of its text (a log line may follow)."""
+    return str(r.get("text") or r.get("stage") or "").split("\n", 1)[0].strip()
+
+
 def module_name(r):
     m = r.get("module") or ""
     return os.path.basename(m) if m else "<none>"
@@ -240,7 +245,7 @@ def main():
         label, os.path.basename(args.journal), len(records), pid if pid is not None else "?"))
     if header:
         pairs = header.get("pairs") or {}
-        cmd = str(pairs.get("cmdline", ""))[:160]
+        cmd = str(pairs.get("cmdline", "")).replace("\0", " ").strip()[:160]
         print("   cmdline: %s" % cmd)
     if bad:
         print("   warning: %d unreadable NDJSON lines skipped" % bad)
@@ -258,7 +263,7 @@ def main():
         print("   warning: journal header has no pid; using all %d CHECK lines" % len(mine))
 
     stage_idx = [i for i, r in enumerate(records)
-                 if r.get("kind") == "stage" and str(r.get("text", "")).startswith("checkpoint:")]
+                 if r.get("kind") == "stage" and stage_name(r).startswith("checkpoint:")]
     print("   checkpoints: %d printed by this pid, %d checkpoint stage records in journal" % (
         len(mine), len(stage_idx)))
 
@@ -272,7 +277,7 @@ def main():
         want = "checkpoint:%s" % name
         found = None
         for pos in range(cursor, len(stage_idx)):
-            if records[stage_idx[pos]].get("text") == want:
+            if stage_name(records[stage_idx[pos]]) == want:
                 found = pos
                 break
         if found is None:
