@@ -7,7 +7,11 @@ const fn make_table() -> [u32; 256] {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         table[i] = c;
@@ -33,6 +37,9 @@ mod tests {
     fn known_vector() {
         // The standard check value of CRC-32/ISO-HDLC.
         assert_eq!(super::update(0, b"123456789"), 0xCBF4_3926);
-        assert_eq!(super::update(super::update(0, b"1234"), b"56789"), 0xCBF4_3926);
+        assert_eq!(
+            super::update(super::update(0, b"1234"), b"56789"),
+            0xCBF4_3926
+        );
     }
 }

@@ -6,6 +6,9 @@ use crate::crc;
 pub const FRAME_MAGIC: u32 = 0x564C; // "VL"
 /// Bytes before the payload: head word and length.
 pub const FRAME_HEAD_LEN: usize = 8;
+/// Kind 0 marks padding: the length field counts the bytes after the 8-byte head, and
+/// there is no checksum. Writers pad the end of a file chunk with it.
+pub const PADDING_KIND: u16 = 0;
 /// Largest payload a writer may produce (keeps one record inside one file chunk).
 pub const MAX_PAYLOAD: usize = 64 * 1024;
 
@@ -77,6 +80,12 @@ pub fn decode_frame(bytes: &[u8]) -> Result<(u16, &[u8], usize), FrameError> {
     }
     let kind = (head & 0xffff) as u16;
     let len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+    if kind == PADDING_KIND {
+        if !len.is_multiple_of(8) || len > 64 << 20 {
+            return Err(FrameError::BadLength);
+        }
+        return Ok((PADDING_KIND, &[], FRAME_HEAD_LEN + len));
+    }
     if len > MAX_PAYLOAD {
         return Err(FrameError::BadLength);
     }
@@ -128,5 +137,13 @@ mod tests {
         let mut bad = buf.clone();
         bad[3] = 0x12;
         assert_eq!(decode_frame(&bad), Err(FrameError::BadMagic));
+    }
+
+    #[test]
+    fn padding_is_stepped_over() {
+        let mut buf = vec![0u8; 32];
+        buf[..4].copy_from_slice(&head_word(PADDING_KIND).to_le_bytes());
+        buf[4..8].copy_from_slice(&24u32.to_le_bytes());
+        assert_eq!(decode_frame(&buf), Ok((PADDING_KIND, &[][..], 32)));
     }
 }

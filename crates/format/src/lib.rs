@@ -33,7 +33,7 @@ pub mod live;
 pub mod record;
 
 pub use api::Api;
-pub use frame::{decode_frame, encode_frame, FrameError, FRAME_MAGIC};
+pub use frame::{decode_frame, encode_frame, FrameError, FRAME_MAGIC, PADDING_KIND};
 pub use header::Header;
 pub use live::LiveBooks;
 pub use record::{Event, Kind, MemKind, Owner, EVENT_FIXED_LEN};

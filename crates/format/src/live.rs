@@ -116,6 +116,9 @@ impl LiveBooks {
 
     /// Applies one event; returns the physical change it caused, if any.
     pub fn apply(&mut self, e: &Event) -> Option<Delta> {
+        if e.result != 0 {
+            return None; // a failed call changed nothing
+        }
         match e.kind()? {
             Kind::Alloc => {
                 let b = Self::block_of(e, e.mem());
@@ -159,7 +162,6 @@ impl LiveBooks {
                     e.mem()
                 };
                 let b = Self::block_of(e, mem);
-                let mut delta = None;
                 if let Some(old) = self.handles.insert(
                     e.handle,
                     Phys {
@@ -178,9 +180,7 @@ impl LiveBooks {
                         p.maps += 1;
                     }
                 }
-                let d = self.add(&b, 1);
-                delta.get_or_insert(d);
-                delta
+                Some(self.add(&b, 1))
             }
             Kind::VmmRetain => {
                 match self.handles.get_mut(&e.handle) {
@@ -233,9 +233,7 @@ impl LiveBooks {
                     if let Some(d) = self.drop_handle_if(drop, handle) {
                         out = Some(match out {
                             Some(o)
-                                if o.owner == d.owner
-                                    && o.device == d.device
-                                    && o.mem == d.mem =>
+                                if o.owner == d.owner && o.device == d.device && o.mem == d.mem =>
                             {
                                 Delta {
                                     bytes: o.bytes + d.bytes,
@@ -318,10 +316,7 @@ impl LiveBooks {
 
     /// Bytes of `mem` held now by `owner` on `device`.
     pub fn held(&self, device: i32, owner: Owner, mem: MemKind) -> u64 {
-        self.totals
-            .get(&(device, owner, mem))
-            .copied()
-            .unwrap_or(0)
+        self.totals.get(&(device, owner, mem)).copied().unwrap_or(0)
     }
 
     /// Virtual address space reserved now (never VRAM), per device (-1 unknown).
@@ -392,7 +387,10 @@ mod tests {
         assert_eq!(d.map(|d| d.bytes), Some(4 << 20));
         assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 4 << 20);
         let d = b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None));
-        assert_eq!(d.map(|d| (d.owner, d.bytes)), Some((Owner::Torch, -(4 << 20))));
+        assert_eq!(
+            d.map(|d| (d.owner, d.bytes)),
+            Some((Owner::Torch, -(4 << 20)))
+        );
         assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 0);
         assert_eq!(b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None)), None);
         assert_eq!(b.unknown_frees, 1);
@@ -407,7 +405,10 @@ mod tests {
             .apply(&ev(Kind::VmmCreate, 0, 2 << 20, h, Owner::Nccl))
             .is_some());
         b.apply(&ev(Kind::VmmMap, 0x5000, 2 << 20, h, Owner::None));
-        assert_eq!(b.apply(&ev(Kind::VmmRetain, 0x5000, 0, h, Owner::None)), None);
+        assert_eq!(
+            b.apply(&ev(Kind::VmmRetain, 0x5000, 0, h, Owner::None)),
+            None
+        );
         assert_eq!(b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None)), None);
         assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
         assert_eq!(
@@ -415,7 +416,9 @@ mod tests {
             None
         );
         assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
-        let d = b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None)).unwrap();
+        let d = b
+            .apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None))
+            .unwrap();
         assert_eq!((d.owner, d.bytes), (Owner::Nccl, -(2 << 20)));
         assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 0);
     }
@@ -458,7 +461,13 @@ mod tests {
     #[test]
     fn reservations_are_virtual_only() {
         let mut b = LiveBooks::new();
-        b.apply(&ev(Kind::VaReserve, 0x1_0000_0000, 1 << 40, 0, Owner::Torch));
+        b.apply(&ev(
+            Kind::VaReserve,
+            0x1_0000_0000,
+            1 << 40,
+            0,
+            Owner::Torch,
+        ));
         assert_eq!(b.totals().count(), 0);
         assert_eq!(b.reserved_va().get(&0), Some(&(1u64 << 40)));
         b.apply(&ev(Kind::VaFree, 0x1_0000_0000, 1 << 40, 0, Owner::None));

@@ -1,0 +1,74 @@
+//! Every `VRAMLEDGER_*` setting, read once from the environment on first use.
+//!
+//! Read with `getenv` (no Rust `std::env` lock, no allocation before it is needed).
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+/// The settings.
+#[derive(Debug)]
+pub struct Config {
+    /// Where journals go (`VRAMLEDGER_OUT`, default `./vramledger-out`).
+    pub out_dir: String,
+    /// Run id shared by every process of one `vramledger run` (`VRAMLEDGER_RUN_ID`).
+    pub run_id: String,
+    /// Sample NVML at context creation and stage boundaries (`VRAMLEDGER_NVML`, default on).
+    pub nvml: bool,
+    /// Print what vramledger does on stderr (`VRAMLEDGER_DEBUG`).
+    pub debug: bool,
+}
+
+fn env(name: &CStr) -> Option<String> {
+    // SAFETY: getenv with a NUL-terminated name; the result is copied at once.
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returns a NUL-terminated string.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+fn truthy(v: Option<String>, default: bool) -> bool {
+    match v.as_deref().map(str::trim) {
+        None | Some("") => default,
+        Some("0") | Some("false") | Some("no") | Some("off") => false,
+        Some(_) => true,
+    }
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+// 0: not read, 1: enabled, 2: disabled.
+static DISABLED: AtomicU8 = AtomicU8::new(0);
+
+/// True when `VRAMLEDGER_DISABLE` asks for pure pass-through. Cheap after the first call.
+pub fn disabled() -> bool {
+    match DISABLED.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let off = truthy(env(c"VRAMLEDGER_DISABLE"), false);
+            DISABLED.store(if off { 2 } else { 1 }, Ordering::Relaxed);
+            off
+        }
+    }
+}
+
+/// The settings (read on first use).
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(|| Config {
+        out_dir: env(c"VRAMLEDGER_OUT")
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "vramledger-out".to_string()),
+        run_id: env(c"VRAMLEDGER_RUN_ID")
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "adhoc".to_string()),
+        nvml: truthy(env(c"VRAMLEDGER_NVML"), true),
+        debug: truthy(env(c"VRAMLEDGER_DEBUG"), false),
+    })
+}
+
+/// Reads any environment variable (for the journal header).
+pub fn var(name: &CStr) -> Option<String> {
+    env(name)
+}

@@ -1,0 +1,150 @@
+//! `cuGetProcAddress` and `cuGetProcAddress_v2`: call the real one with the caller's
+//! exact arguments, then route the returned pointer by identity.
+//!
+//! The driver hands out its exported, versioned functions (`cuMemAlloc` →
+//! `cuMemAlloc_v2`, `cuMemAllocAsync` with the per-thread flag → `cuMemAllocAsync_ptsz`,
+//! `cuCtxCreate` → `_v2`/`_v3`/`_v4` by version), so a table built once from the real
+//! library's versioned names identifies every pointer it returns, and the requested
+//! version and per-thread-stream flag are honoured by construction. Asking for
+//! `"cuGetProcAddress"` itself returns vramledger's wrapper, so every later lookup made
+//! through that pointer is routed too (cudart works this way).
+
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use vramledger_format::Api;
+
+use super::{exports, real};
+use crate::ffi::*;
+use crate::guard;
+use crate::hooks::{missing, real};
+
+type GpaV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
+type GpaV2 =
+    unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
+
+static TABLE_FILLED: AtomicBool = AtomicBool::new(false);
+/// What the driver returned for "cuGetProcAddress" when that was no exported function
+/// (driver 580 does so for version 11000): wrapped by [`private_v1`]/[`private_v2`].
+static PRIVATE_V1: AtomicUsize = AtomicUsize::new(0);
+static PRIVATE_V2: AtomicUsize = AtomicUsize::new(0);
+
+fn claim(slot: &AtomicUsize, p: usize) -> bool {
+    match slot.compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => true,
+        Err(cur) => cur == p,
+    }
+}
+
+/// Replaces `*pfn` with the matching hook, if the driver's pointer is one vramledger wraps.
+unsafe fn route(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int) {
+    if pfn.is_null() || symbol.is_null() {
+        return;
+    }
+    // SAFETY: the real call succeeded and wrote *pfn.
+    let p = unsafe { *pfn } as usize;
+    if p == 0 || crate::config::disabled() {
+        return;
+    }
+    if !TABLE_FILLED.swap(true, Ordering::AcqRel) {
+        real::fill_driver_table();
+    }
+    // SAFETY: cuGetProcAddress's contract: a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
+    let replacement = if name == b"cuGetProcAddress" {
+        if p == real::known(Api::cuGetProcAddress_v2) {
+            exports::hook_addr(Api::cuGetProcAddress_v2)
+        } else if p == real::known(Api::cuGetProcAddress) {
+            exports::hook_addr(Api::cuGetProcAddress)
+        } else if version >= 12000 {
+            if claim(&PRIVATE_V2, p) {
+                private_v2 as *const () as usize
+            } else {
+                0
+            }
+        } else if claim(&PRIVATE_V1, p) {
+            private_v1 as *const () as usize
+        } else {
+            0
+        }
+    } else {
+        match real::api_of_real(p) {
+            Some(api) => exports::hook_addr(api),
+            None => 0,
+        }
+    };
+    if replacement != 0 {
+        // SAFETY: pfn is the caller's out-pointer, valid for writing.
+        unsafe { *pfn = replacement as *mut c_void };
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> CUresult {
+    let api = Api::cuGetProcAddress;
+    let Some(f) = real!(api, GpaV1) else {
+        return missing(api);
+    };
+    let rc = unsafe { f(symbol, pfn, version, flags) };
+    if rc == CUDA_SUCCESS {
+        guard::record(|| unsafe { route(symbol, pfn, version) });
+    }
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    let api = Api::cuGetProcAddress_v2;
+    let Some(f) = real!(api, GpaV2) else {
+        return missing(api);
+    };
+    let rc = unsafe { f(symbol, pfn, version, flags, status) };
+    if rc == CUDA_SUCCESS {
+        guard::record(|| unsafe { route(symbol, pfn, version) });
+    }
+    rc
+}
+
+unsafe extern "C" fn private_v1(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> CUresult {
+    // SAFETY: only handed out after PRIVATE_V1 was set to the driver's 4-argument function.
+    let f: GpaV1 = unsafe { std::mem::transmute(PRIVATE_V1.load(Ordering::Acquire)) };
+    let rc = unsafe { f(symbol, pfn, version, flags) };
+    if rc == CUDA_SUCCESS {
+        guard::record(|| unsafe { route(symbol, pfn, version) });
+    }
+    rc
+}
+
+unsafe extern "C" fn private_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    // SAFETY: only handed out after PRIVATE_V2 was set to the driver's 5-argument function.
+    let f: GpaV2 = unsafe { std::mem::transmute(PRIVATE_V2.load(Ordering::Acquire)) };
+    let rc = unsafe { f(symbol, pfn, version, flags, status) };
+    if rc == CUDA_SUCCESS {
+        guard::record(|| unsafe { route(symbol, pfn, version) });
+    }
+    rc
+}

@@ -1,0 +1,181 @@
+//! Contexts: not hooked memory, but measured. Around the first retain of a device's
+//! primary context (and every `cuCtxCreate`), NVML's device free memory is read before
+//! and after the call; the difference is the context's size.
+
+#![allow(non_snake_case)]
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use vramledger_format::{Api, Kind, Owner};
+
+use super::{missing, real};
+use crate::ffi::*;
+use crate::guard;
+use crate::{nvml, recorder};
+
+fn nvml_free(device: CUdevice) -> Option<u64> {
+    let mut out = None;
+    guard::record(|| out = nvml::sample(device).map(|s| s.device_free));
+    out
+}
+
+fn context_event(api: Api, rc: CUresult, device: CUdevice, ctx: u64, before: Option<u64>) {
+    guard::record(|| {
+        let after = if rc == CUDA_SUCCESS {
+            nvml::sample(device)
+        } else {
+            None
+        };
+        let mut e = recorder::event(Kind::Context, api);
+        e.result = rc;
+        e.device = device;
+        e.handle = ctx;
+        e.owner = Owner::Context as u8;
+        e.arg0 = before.unwrap_or(u64::MAX);
+        e.arg1 = after.map_or(u64::MAX, |s| s.device_free);
+        e.arg2 = after.and_then(|s| s.process_used).unwrap_or(u64::MAX);
+        if let (Some(b), Some(a)) = (before, after) {
+            e.size = b.saturating_sub(a.device_free);
+        }
+        recorder::emit(&e, b"");
+    });
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
+    let api = Api::cuInit;
+    let Some(f) = real!(api, unsafe extern "C" fn(c_uint) -> CUresult) else {
+        return missing(api);
+    };
+    let rc = unsafe { f(flags) };
+    guard::record(|| {
+        let mut e = recorder::event(Kind::Context, api);
+        e.result = rc;
+        recorder::emit(&e, b"");
+    });
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    let api = Api::cuDevicePrimaryCtxRetain;
+    let Some(f) = real!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult
+    ) else {
+        return missing(api);
+    };
+    let before = nvml_free(dev);
+    let rc = unsafe { f(pctx, dev) };
+    let ctx = if rc == CUDA_SUCCESS && !pctx.is_null() {
+        (unsafe { *pctx }) as u64
+    } else {
+        0
+    };
+    context_event(api, rc, dev, ctx, before);
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+    let api = Api::cuDevicePrimaryCtxRelease_v2;
+    let Some(f) = real!(api, unsafe extern "C" fn(CUdevice) -> CUresult) else {
+        return missing(api);
+    };
+    let before = nvml_free(dev);
+    let rc = unsafe { f(dev) };
+    context_event(api, rc, dev, 0, before);
+    rc
+}
+
+fn created(api: Api, rc: CUresult, pctx: *mut CUcontext, dev: CUdevice, before: Option<u64>) {
+    let ctx = if rc == CUDA_SUCCESS && !pctx.is_null() {
+        (unsafe { *pctx }) as u64
+    } else {
+        0
+    };
+    context_event(api, rc, dev, ctx, before);
+    if rc == CUDA_SUCCESS {
+        // cuCtxCreate makes the new context current: free memory can be read right away.
+        guard::record(|| {
+            recorder::sample_meminfo();
+        });
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v2(
+    pctx: *mut CUcontext,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    let api = Api::cuCtxCreate_v2;
+    let Some(f) = real!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, c_uint, CUdevice) -> CUresult
+    ) else {
+        return missing(api);
+    };
+    let before = nvml_free(dev);
+    let rc = unsafe { f(pctx, flags, dev) };
+    created(api, rc, pctx, dev, before);
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v3(
+    pctx: *mut CUcontext,
+    params: *mut c_void,
+    num_params: c_int,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    let api = Api::cuCtxCreate_v3;
+    let Some(f) = real!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_int, c_uint, CUdevice) -> CUresult
+    ) else {
+        return missing(api);
+    };
+    let before = nvml_free(dev);
+    let rc = unsafe { f(pctx, params, num_params, flags, dev) };
+    created(api, rc, pctx, dev, before);
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v4(
+    pctx: *mut CUcontext,
+    params: *mut c_void,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    let api = Api::cuCtxCreate_v4;
+    let Some(f) = real!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_uint, CUdevice) -> CUresult
+    ) else {
+        return missing(api);
+    };
+    let before = nvml_free(dev);
+    let rc = unsafe { f(pctx, params, flags, dev) };
+    created(api, rc, pctx, dev, before);
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
+    let api = Api::cuCtxDestroy_v2;
+    let Some(f) = real!(api, unsafe extern "C" fn(CUcontext) -> CUresult) else {
+        return missing(api);
+    };
+    let rc = unsafe { f(ctx) };
+    guard::record(|| {
+        let mut e = recorder::event(Kind::Context, api);
+        e.result = rc;
+        e.handle = ctx as u64;
+        e.owner = Owner::Context as u8;
+        recorder::emit(&e, b"");
+    });
+    rc
+}

@@ -1,0 +1,151 @@
+//! Facts about this process: clocks, thread ids, host, and the journal header.
+
+use std::cell::Cell;
+use std::ffi::CStr;
+
+use vramledger_format::Header;
+
+use crate::config;
+
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no system call).
+pub fn mono_ns() -> u64 {
+    clock(libc::CLOCK_MONOTONIC)
+}
+
+/// CLOCK_REALTIME in nanoseconds since the Unix epoch.
+pub fn realtime_ns() -> u64 {
+    clock(libc::CLOCK_REALTIME)
+}
+
+fn clock(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid timespec.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+thread_local! {
+    static TID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The kernel thread id (cached per thread; reset in a forked child).
+pub fn tid() -> u32 {
+    TID.try_with(|t| {
+        let v = t.get();
+        if v != 0 {
+            return v;
+        }
+        // SAFETY: gettid has no preconditions.
+        let v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+        t.set(v);
+        v
+    })
+    .unwrap_or(0)
+}
+
+/// Forgets the cached thread id (the forking thread has a new one in the child).
+pub fn reset_tid() {
+    let _ = TID.try_with(|t| t.set(0));
+}
+
+/// The host name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Settings that change how memory is allocated, recorded in every header.
+const ENV_PREFIXES: &[&str] = &["PYTORCH_", "NCCL_", "SGLANG_", "VLLM_", "CUDA_", "TORCH_"];
+
+/// The header of a new journal.
+pub fn header(driver_version: Option<i32>) -> Header {
+    let mut h = Header::default();
+    // SAFETY: getpid/getppid have no preconditions.
+    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    h.push("pid", pid.to_string());
+    h.push("ppid", ppid.to_string());
+    h.push("run_id", config::get().run_id.clone());
+    h.push("host", hostname());
+    h.push("start_unix_ns", realtime_ns().to_string());
+    h.push("start_mono_ns", mono_ns().to_string());
+    h.push("shim_version", env!("CARGO_PKG_VERSION"));
+    if let Ok(cmd) = std::fs::read("/proc/self/cmdline") {
+        let cmd = cmd.strip_suffix(&[0]).unwrap_or(&cmd);
+        h.push("cmdline", String::from_utf8_lossy(cmd).into_owned());
+    }
+    if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
+        h.push("exe", exe.to_string_lossy().into_owned());
+    }
+    h.push(
+        "cuda_visible_devices",
+        config::var(c"CUDA_VISIBLE_DEVICES").unwrap_or_default(),
+    );
+    if let Some(v) = driver_version {
+        h.push("driver_version", v.to_string());
+    }
+    for (k, v) in std::env::vars_os() {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+            continue;
+        };
+        if ENV_PREFIXES.iter().any(|p| k.starts_with(p))
+            || k == "RANK"
+            || k == "LOCAL_RANK"
+            || k == "WORLD_SIZE"
+        {
+            h.push(format!("env.{k}"), v);
+        }
+    }
+    for (name, path) in cuda_libraries() {
+        h.push(format!("lib.{name}"), path);
+    }
+    h
+}
+
+/// CUDA-related libraries mapped now, from /proc/self/maps (no loader lock taken).
+fn cuda_libraries() -> Vec<(String, String)> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in maps.lines() {
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let interesting = [
+            "libcuda",
+            "libcudart",
+            "libnccl",
+            "libcublas",
+            "libc10_cuda",
+            "libtorch_cuda",
+            "libnvidia-ml",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p));
+        if interesting && !out.iter().any(|(n, _)| n == name) {
+            out.push((name.to_string(), path.to_string()));
+        }
+    }
+    out
+}
+
+/// A C string as UTF-8 text (lossy), or empty for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string.
+pub unsafe fn c_text(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}

@@ -1,0 +1,272 @@
+//! Turns what a hook saw into journal records, and keeps the live books in-process.
+//!
+//! Hooks call these after the real function returned (or, for release-type calls,
+//! [`Ticket::before`] first and [`Ticket::finish`] after). The live books lock is taken
+//! for a map update only; no driver call happens under it.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use vramledger_format::record::flags;
+use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner, EVENT_FIXED_LEN};
+
+use crate::attribution::{self, ModuleClass};
+use crate::entry::real;
+use crate::forksafe::ForkSafeMutex;
+use crate::{journal, process, stages};
+
+static LIVE: ForkSafeMutex<LiveBooks> = ForkSafeMutex::new();
+static DEVICES_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Opens the journal on first use (header, then the current stage).
+pub fn ensure() -> bool {
+    journal::ensure_open(opening_records)
+}
+
+fn opening_records() -> Vec<(u16, Vec<u8>)> {
+    let header = process::header(driver_version());
+    let mut out = vec![(Kind::Header as u16, header.encode())];
+    let (id, name) = stages::current();
+    let mut e = event(Kind::Stage, Api::VramledgerStage);
+    e.stage = id;
+    let mut payload = e.encode();
+    payload.truncate(EVENT_FIXED_LEN);
+    payload.extend_from_slice(name.as_bytes());
+    out.push((Kind::Stage as u16, payload));
+    out
+}
+
+fn driver_version() -> Option<i32> {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = real::driver_fn(c"cuDriverGetVersion", &F);
+    if f == 0 {
+        return None;
+    }
+    let mut v = 0i32;
+    // SAFETY: cuDriverGetVersion(int*) from the real driver.
+    let f: unsafe extern "C" fn(*mut i32) -> i32 = unsafe { std::mem::transmute(f) };
+    (unsafe { f(&mut v) } == 0).then_some(v)
+}
+
+/// A new event of `kind` from `api`, stamped with time, thread and stage.
+pub fn event(kind: Kind, api: Api) -> Event {
+    Event {
+        kind: kind as u16,
+        api: api as u16,
+        t_ns: process::mono_ns(),
+        tid: process::tid(),
+        stage: stages::current_id(),
+        device: -1,
+        ..Event::default()
+    }
+}
+
+fn new_module(id: u32, path: &str) {
+    let mut e = event(Kind::Module, Api::None);
+    e.module = id;
+    journal::append_event(&e, path.as_bytes());
+}
+
+/// Fills `module`, `owner` and `flags` from the call stack and capture state.
+pub fn attribute(e: &mut Event, vmm: bool) {
+    let (module, class) = attribution::calling_module(new_module);
+    let capture = attribution::capture_flags();
+    e.module = module;
+    e.flags |= capture;
+    if module == 0 {
+        e.flags |= flags::MODULE_UNKNOWN;
+    }
+    e.owner = attribution::owner(class, vmm, capture) as u8;
+    if class == ModuleClass::Skip {
+        e.owner = Owner::Direct as u8;
+    }
+}
+
+/// The device of the calling thread's current context, -1 when it has none.
+pub fn current_device() -> i32 {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = real::driver_fn(c"cuCtxGetDevice", &F);
+    if f == 0 {
+        return -1;
+    }
+    let mut d = -1i32;
+    // SAFETY: cuCtxGetDevice(CUdevice*) from the real driver.
+    let f: unsafe extern "C" fn(*mut i32) -> i32 = unsafe { std::mem::transmute(f) };
+    if unsafe { f(&mut d) } == 0 {
+        d
+    } else {
+        -1
+    }
+}
+
+fn note_device(d: i32) {
+    if (0..64).contains(&d) {
+        DEVICES_SEEN.fetch_or(1 << d, Ordering::Relaxed);
+    }
+}
+
+/// Devices that appeared in any event so far.
+pub fn devices_seen() -> Vec<i32> {
+    let m = DEVICES_SEEN.load(Ordering::Relaxed);
+    (0..64).filter(|d| m & (1u64 << d) != 0).collect()
+}
+
+fn apply_live(e: &Event) {
+    LIVE.lock().apply(e);
+}
+
+/// Records an event (after the call it describes).
+pub fn emit(e: &Event, text: &[u8]) {
+    if !ensure() {
+        return;
+    }
+    note_device(e.device);
+    apply_live(e);
+    journal::append_event(e, text);
+}
+
+/// A release-type call, recorded in two halves around the real call so that the journal
+/// order is the driver's order even when another thread reuses the address at once.
+pub struct Ticket {
+    slot: Option<journal::Slot>,
+    event: Event,
+}
+
+impl Ticket {
+    /// Before the call: reserve the record's place, take the memory out of the books.
+    pub fn before(mut e: Event) -> Ticket {
+        if !ensure() {
+            return Ticket {
+                slot: None,
+                event: e,
+            };
+        }
+        {
+            let mut books = LIVE.lock();
+            fill_from_books(&books, &mut e);
+            books.apply(&e);
+        }
+        let slot = journal::reserve(EVENT_FIXED_LEN);
+        Ticket { slot, event: e }
+    }
+
+    /// After the call: write the record with the call's result.
+    pub fn finish(mut self, result: i32) {
+        self.event.result = result;
+        if let Some(slot) = self.slot.take() {
+            journal::commit_event(slot, &self.event, b"");
+        }
+    }
+}
+
+fn fill_from_books(books: &LiveBooks, e: &mut Event) {
+    match e.kind() {
+        Some(Kind::Free) => {
+            if let Some((owner, size, device, module)) = books.block_at(e.addr) {
+                e.owner = owner as u8;
+                e.size = size;
+                e.device = device;
+                e.module = module;
+            }
+        }
+        Some(Kind::VmmRelease) => {
+            if let Some((owner, size, device)) = books.handle_info(e.handle) {
+                e.owner = owner as u8;
+                e.size = size;
+                e.device = device;
+            }
+        }
+        Some(Kind::VmmUnmap) => {
+            if let Some(h) = books.mapping_at(e.addr) {
+                e.handle = h;
+                if let Some((owner, _, device)) = books.handle_info(h) {
+                    e.owner = owner as u8;
+                    e.device = device;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Writes one `live` record per (device, owner, memory kind) held now.
+pub fn write_live_books() {
+    let totals: Vec<((i32, Owner, MemKind), u64)> = LIVE.lock().totals().collect();
+    for ((device, owner, mem), bytes) in totals {
+        let mut e = event(Kind::Live, Api::VramledgerSample);
+        e.device = device;
+        e.owner = owner as u8;
+        e.mem = mem as u8;
+        e.size = bytes;
+        journal::append_event(&e, b"");
+    }
+}
+
+/// Reads free/total of the current context's device through the real driver and
+/// records it. Returns `(device, free, total)` when the driver answered.
+pub fn sample_meminfo() -> Option<(i32, u64, u64)> {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = real::resolve(Api::cuMemGetInfo_v2);
+    let f = if f != 0 {
+        f
+    } else {
+        real::driver_fn(c"cuMemGetInfo_v2", &F)
+    };
+    if f == 0 {
+        return None;
+    }
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: cuMemGetInfo_v2(size_t*, size_t*) from the real driver.
+    let f: unsafe extern "C" fn(*mut usize, *mut usize) -> i32 = unsafe { std::mem::transmute(f) };
+    if unsafe { f(&mut free, &mut total) } != 0 {
+        return None;
+    }
+    let device = current_device();
+    let mut e = event(Kind::MemInfo, Api::VramledgerSample);
+    e.device = device;
+    e.arg0 = free as u64;
+    e.arg1 = total as u64;
+    emit(&e, b"");
+    Some((device, free as u64, total as u64))
+}
+
+/// NVML samples for every device seen so far.
+pub fn sample_nvml() {
+    for d in devices_seen() {
+        if let Some(s) = crate::nvml::sample(d) {
+            let mut e = event(Kind::NvmlSample, Api::NvmlSample);
+            e.device = d;
+            e.arg0 = s.device_free;
+            e.arg1 = s.device_total;
+            e.arg2 = s.process_used.unwrap_or(u64::MAX);
+            emit(&e, b"");
+        }
+    }
+}
+
+/// Records a warning for humans.
+pub fn warning(text: &str) {
+    let e = event(Kind::Warning, Api::None);
+    emit(&e, text.as_bytes());
+}
+
+/// A C string argument as bytes (empty for NULL).
+///
+/// # Safety
+/// `p` is NULL or NUL-terminated.
+pub unsafe fn c_bytes<'a>(p: *const std::ffi::c_char) -> &'a [u8] {
+    if p.is_null() {
+        return b"";
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { CStr::from_ptr(p) }.to_bytes()
+}
+
+/// In a forked child: new journal, new module ids, empty books.
+pub fn reset_after_fork() {
+    journal::reset_after_fork();
+    attribution::reset_modules();
+    process::reset_tid();
+    LIVE.reset_in_child();
+    stages::reset_in_child();
+}
