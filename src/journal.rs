@@ -1,0 +1,308 @@
+//! Reading journals: strict at the head, forgiving at the tail.
+//!
+//! A file that is not a journal, or a journal of a newer format, is an error that says
+//! which. Inside a journal, a record that was in flight when the process was killed (a
+//! zero head word) or a torn record (bad checksum) is skipped with a warning, and reading
+//! resumes at the next committed record; what can be read is always returned.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use vramledger_format::frame::{decode_frame, FrameError, FRAME_MAGIC, PADDING_KIND};
+use vramledger_format::{check_preamble, Event, Header, Kind, PreambleCheck, FORMAT_VERSION, PREAMBLE_LEN};
+
+/// One process's journal, decoded.
+#[derive(Debug, Clone, Default)]
+pub struct Journal {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Process facts.
+    pub header: Header,
+    /// Every record but the header, in file order.
+    pub events: Vec<Event>,
+    /// Module id → path.
+    pub modules: BTreeMap<u32, String>,
+    /// Stage id → name.
+    pub stage_names: BTreeMap<u32, String>,
+    /// What could not be read, for humans.
+    pub warnings: Vec<String>,
+}
+
+/// Why a journal could not be read at all.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The file could not be opened or read.
+    Io(PathBuf, std::io::Error),
+    /// The file is not a vramledger journal.
+    NotAJournal(PathBuf),
+    /// The journal was written by a newer format.
+    NewerVersion(PathBuf, u32),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io(p, e) => write!(f, "cannot read {}: {e}", p.display()),
+            ReadError::NotAJournal(p) => write!(
+                f,
+                "{} is not a vramledger journal (it does not start with the journal magic)",
+                p.display()
+            ),
+            ReadError::NewerVersion(p, v) => write!(
+                f,
+                "{} was written by a newer vramledger (journal format {v}; this reader knows format {FORMAT_VERSION}); upgrade the vramledger CLI",
+                p.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl Journal {
+    /// The module file name of id `id` (empty when unknown).
+    pub fn module_name(&self, id: u32) -> &str {
+        self.modules
+            .get(&id)
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .unwrap_or("")
+    }
+
+    /// The name of stage `id`.
+    pub fn stage_name(&self, id: u32) -> &str {
+        self.stage_names
+            .get(&id)
+            .map(String::as_str)
+            .unwrap_or(if id == 0 { "startup" } else { "?" })
+    }
+
+    /// The process id from the header.
+    pub fn pid(&self) -> Option<u32> {
+        self.header.get("pid")?.parse().ok()
+    }
+}
+
+/// Reads a journal file.
+pub fn read(path: &Path) -> Result<Journal, ReadError> {
+    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
+    parse(path, &bytes)
+}
+
+/// Decodes journal bytes.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
+    let mut j = Journal {
+        path: path.to_path_buf(),
+        ..Journal::default()
+    };
+    match check_preamble(bytes) {
+        PreambleCheck::Ok => {}
+        PreambleCheck::NotAJournal => return Err(ReadError::NotAJournal(path.to_path_buf())),
+        PreambleCheck::NewerVersion(v) => return Err(ReadError::NewerVersion(path.to_path_buf(), v)),
+        PreambleCheck::Truncated => {
+            j.warnings.push(format!("{}: the journal is empty (its process wrote nothing)", path.display()));
+            return Ok(j);
+        }
+    }
+    let mut at = PREAMBLE_LEN;
+    let mut header_seen = false;
+    while at + 8 <= bytes.len() {
+        match decode_frame(&bytes[at..]) {
+            Ok((PADDING_KIND, _, used)) => at += used,
+            Ok((kind, payload, used)) => {
+                at += used;
+                if kind == Kind::Header as u16 {
+                    match Header::decode(payload) {
+                        Some(h) if !header_seen => {
+                            j.header = h;
+                            header_seen = true;
+                        }
+                        Some(_) => j.warnings.push(format!("{}: a second header at offset {} was ignored", path.display(), at - used)),
+                        None => j.warnings.push(format!("{}: the header record is malformed", path.display())),
+                    }
+                    continue;
+                }
+                match Event::decode(kind, payload) {
+                    Some(e) => j.take(e),
+                    None => j.warnings.push(format!("{}: record at offset {} is too short for its kind", path.display(), at - used)),
+                }
+            }
+            Err(err) => {
+                let Some(next) = resync(bytes, at + 8) else {
+                    if err != FrameError::Empty && err != FrameError::Truncated {
+                        j.warnings.push(format!("{}: a corrupt record at offset {at} ends the readable part", path.display()));
+                    } else if err == FrameError::Truncated {
+                        j.warnings.push(format!("{}: the last record is cut off (the process was killed while writing it)", path.display()));
+                    }
+                    break;
+                };
+                j.warnings.push(match err {
+                    FrameError::Empty => format!("{}: a record in flight when the process stopped was lost at offset {at}", path.display()),
+                    _ => format!("{}: a corrupt record at offset {at} was skipped", path.display()),
+                });
+                at = next;
+            }
+        }
+    }
+    if !header_seen {
+        j.warnings.push(format!("{}: the journal has no header record", path.display()));
+    }
+    Ok(j)
+}
+
+/// The offset of the next frame that decodes, at or after `from` (8-byte aligned).
+fn resync(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from.next_multiple_of(8);
+    while at + 8 <= bytes.len() {
+        let head = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        if head >> 16 == FRAME_MAGIC && decode_frame(&bytes[at..]).is_ok() {
+            return Some(at);
+        }
+        at += 8;
+    }
+    None
+}
+
+impl Journal {
+    fn take(&mut self, e: Event) {
+        match e.kind() {
+            Some(Kind::Module) => {
+                self.modules.insert(e.module, e.text.clone());
+            }
+            Some(Kind::Stage) => {
+                let name = e.text.lines().next().unwrap_or("").to_string();
+                self.stage_names.insert(e.stage, name);
+            }
+            _ => {}
+        }
+        self.events.push(e);
+    }
+}
+
+/// The journal files of a run: `path` itself if it is a file, else every `*.vlj` file
+/// under it (recursively, so journals copied from several hosts can sit in sub-folders).
+pub fn find(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
+    let meta = std::fs::metadata(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
+    if meta.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| ReadError::Io(dir.clone(), e))?;
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "vlj") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramledger_format::frame::{encode_frame, frame_len};
+    use vramledger_format::{preamble, Api, Owner};
+
+    fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; frame_len(payload.len())];
+        encode_frame(kind, payload, &mut b);
+        b
+    }
+
+    fn alloc(addr: u64) -> Vec<u8> {
+        let e = Event {
+            kind: Kind::Alloc as u16,
+            addr,
+            size: 2 << 20,
+            owner: Owner::Torch as u8,
+            api: Api::cuMemAlloc_v2 as u16,
+            ..Event::default()
+        };
+        frame(e.kind, &e.encode())
+    }
+
+    fn journal_bytes() -> Vec<u8> {
+        let mut h = Header::default();
+        h.push("pid", "7");
+        let mut b = preamble().to_vec();
+        b.extend(frame(Kind::Header as u16, &h.encode()));
+        b.extend(alloc(0x1000));
+        b
+    }
+
+    #[test]
+    fn reads_header_and_events() {
+        let j = parse(Path::new("j.vlj"), &journal_bytes()).unwrap();
+        assert_eq!(j.pid(), Some(7));
+        assert_eq!(j.events.len(), 1);
+        assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+    }
+
+    #[test]
+    fn zero_tail_is_not_a_warning_but_a_lost_record_is() {
+        let mut b = journal_bytes();
+        b.extend(vec![0u8; 4096]);
+        let j = parse(Path::new("j.vlj"), &b).unwrap();
+        assert_eq!(j.events.len(), 1);
+        assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+
+        // A reserved-but-never-written slot, then a committed record after it.
+        let mut b = journal_bytes();
+        b.extend(vec![0u8; 104]);
+        b.extend(alloc(0x2000));
+        let j = parse(Path::new("j.vlj"), &b).unwrap();
+        assert_eq!(j.events.iter().map(|e| e.addr).collect::<Vec<_>>(), vec![0x1000, 0x2000]);
+        assert_eq!(j.warnings.len(), 1, "{:?}", j.warnings);
+    }
+
+    #[test]
+    fn truncated_and_corrupt_records_keep_what_can_be_read() {
+        let mut b = journal_bytes();
+        let second = alloc(0x2000);
+        b.extend(&second[..second.len() - 10]);
+        let j = parse(Path::new("j.vlj"), &b).unwrap();
+        assert_eq!(j.events.len(), 1);
+        assert_eq!(j.warnings.len(), 1);
+
+        let mut b = journal_bytes();
+        let n = b.len();
+        b[n - 20] ^= 0xff; // corrupt the alloc record
+        b.extend(alloc(0x3000));
+        let j = parse(Path::new("j.vlj"), &b).unwrap();
+        assert_eq!(j.events.iter().map(|e| e.addr).collect::<Vec<_>>(), vec![0x3000]);
+        assert!(j.warnings[0].contains("corrupt"), "{:?}", j.warnings);
+    }
+
+    #[test]
+    fn wrong_files_are_named_errors() {
+        let e = parse(Path::new("x.txt"), b"hello world, not a journal").unwrap_err();
+        assert!(e.to_string().contains("x.txt is not a vramledger journal"));
+        let mut b = journal_bytes();
+        b[8] = 9;
+        let e = parse(Path::new("new.vlj"), &b).unwrap_err();
+        assert!(e.to_string().contains("newer vramledger"), "{e}");
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for len in [0usize, 7, 16, 17, 64, 300, 5000] {
+            for _ in 0..50 {
+                let mut b = preamble().to_vec();
+                for _ in 0..len {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    b.push(seed as u8);
+                }
+                let _ = parse(Path::new("r.vlj"), &b);
+            }
+        }
+    }
+}

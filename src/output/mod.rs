@@ -1,0 +1,3 @@
+//! Outputs: each turns journals or books into bytes; none touches files.
+
+pub mod dump;
