@@ -31,6 +31,9 @@ enum Command {
     Dump {
         /// A journal file (*.vlj).
         journal: PathBuf,
+        /// One readable line per record instead of JSON.
+        #[arg(long)]
+        text: bool,
     },
 }
 
@@ -44,11 +47,11 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Dump { journal } => dump(&journal),
+        Command::Dump { journal, text } => dump(&journal, text),
     }
 }
 
-fn dump(path: &std::path::Path) -> i32 {
+fn dump(path: &std::path::Path, as_text: bool) -> i32 {
     let j = match journal::read(path) {
         Ok(j) => j,
         Err(e) => {
@@ -59,7 +62,11 @@ fn dump(path: &std::path::Path) -> i32 {
     for w in &j.warnings {
         eprintln!("vramledger: warning: {w}");
     }
-    let text = output::dump::render(&j);
+    let text = if as_text {
+        output::dump::render_text(&j)
+    } else {
+        output::dump::render(&j)
+    };
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {

@@ -10,7 +10,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use vramledger_format::frame::{decode_frame, FrameError, FRAME_MAGIC, PADDING_KIND};
-use vramledger_format::{check_preamble, Event, Header, Kind, PreambleCheck, FORMAT_VERSION, PREAMBLE_LEN};
+use vramledger_format::{
+    check_preamble, Event, Header, Kind, PreambleCheck, FORMAT_VERSION, PREAMBLE_LEN,
+};
 
 /// One process's journal, decoded.
 #[derive(Debug, Clone, Default)]
@@ -98,9 +100,14 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     match check_preamble(bytes) {
         PreambleCheck::Ok => {}
         PreambleCheck::NotAJournal => return Err(ReadError::NotAJournal(path.to_path_buf())),
-        PreambleCheck::NewerVersion(v) => return Err(ReadError::NewerVersion(path.to_path_buf(), v)),
+        PreambleCheck::NewerVersion(v) => {
+            return Err(ReadError::NewerVersion(path.to_path_buf(), v))
+        }
         PreambleCheck::Truncated => {
-            j.warnings.push(format!("{}: the journal is empty (its process wrote nothing)", path.display()));
+            j.warnings.push(format!(
+                "{}: the journal is empty (its process wrote nothing)",
+                path.display()
+            ));
             return Ok(j);
         }
     }
@@ -117,35 +124,58 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                             j.header = h;
                             header_seen = true;
                         }
-                        Some(_) => j.warnings.push(format!("{}: a second header at offset {} was ignored", path.display(), at - used)),
-                        None => j.warnings.push(format!("{}: the header record is malformed", path.display())),
+                        Some(_) => j.warnings.push(format!(
+                            "{}: a second header at offset {} was ignored",
+                            path.display(),
+                            at - used
+                        )),
+                        None => j.warnings.push(format!(
+                            "{}: the header record is malformed",
+                            path.display()
+                        )),
                     }
                     continue;
                 }
                 match Event::decode(kind, payload) {
                     Some(e) => j.take(e),
-                    None => j.warnings.push(format!("{}: record at offset {} is too short for its kind", path.display(), at - used)),
+                    None => j.warnings.push(format!(
+                        "{}: record at offset {} is too short for its kind",
+                        path.display(),
+                        at - used
+                    )),
                 }
             }
             Err(err) => {
                 let Some(next) = resync(bytes, at + 8) else {
                     if err != FrameError::Empty && err != FrameError::Truncated {
-                        j.warnings.push(format!("{}: a corrupt record at offset {at} ends the readable part", path.display()));
+                        j.warnings.push(format!(
+                            "{}: a corrupt record at offset {at} ends the readable part",
+                            path.display()
+                        ));
                     } else if err == FrameError::Truncated {
                         j.warnings.push(format!("{}: the last record is cut off (the process was killed while writing it)", path.display()));
                     }
                     break;
                 };
                 j.warnings.push(match err {
-                    FrameError::Empty => format!("{}: a record in flight when the process stopped was lost at offset {at}", path.display()),
-                    _ => format!("{}: a corrupt record at offset {at} was skipped", path.display()),
+                    FrameError::Empty => format!(
+                        "{}: a record in flight when the process stopped was lost at offset {at}",
+                        path.display()
+                    ),
+                    _ => format!(
+                        "{}: a corrupt record at offset {at} was skipped",
+                        path.display()
+                    ),
                 });
                 at = next;
             }
         }
     }
     if !header_seen {
-        j.warnings.push(format!("{}: the journal has no header record", path.display()));
+        j.warnings.push(format!(
+            "{}: the journal has no header record",
+            path.display()
+        ));
     }
     Ok(j)
 }
@@ -257,7 +287,10 @@ mod tests {
         b.extend(vec![0u8; 104]);
         b.extend(alloc(0x2000));
         let j = parse(Path::new("j.vlj"), &b).unwrap();
-        assert_eq!(j.events.iter().map(|e| e.addr).collect::<Vec<_>>(), vec![0x1000, 0x2000]);
+        assert_eq!(
+            j.events.iter().map(|e| e.addr).collect::<Vec<_>>(),
+            vec![0x1000, 0x2000]
+        );
         assert_eq!(j.warnings.len(), 1, "{:?}", j.warnings);
     }
 
@@ -275,7 +308,10 @@ mod tests {
         b[n - 20] ^= 0xff; // corrupt the alloc record
         b.extend(alloc(0x3000));
         let j = parse(Path::new("j.vlj"), &b).unwrap();
-        assert_eq!(j.events.iter().map(|e| e.addr).collect::<Vec<_>>(), vec![0x3000]);
+        assert_eq!(
+            j.events.iter().map(|e| e.addr).collect::<Vec<_>>(),
+            vec![0x3000]
+        );
         assert!(j.warnings[0].contains("corrupt"), "{:?}", j.warnings);
     }
 

@@ -187,6 +187,7 @@ extern "C" fn step(ctx: *mut c_void, arg: *mut c_void) -> c_int {
 }
 
 /// The calling module: `(module id, class)`, or `(0, Other)` when unwinding found none.
+#[inline(always)]
 pub fn calling_module(on_new: NewModule) -> (u32, ModuleClass) {
     let mut walk = Walk {
         on_new,

@@ -26,7 +26,9 @@ pub fn active() -> bool {
 }
 
 /// Runs `f` as recording work: never re-entered, never unwinding into the caller.
-#[inline]
+// Inlined, like the recording helpers below it: every frame between a hook and its caller
+// is one more step for the unwinder that finds the owning module.
+#[inline(always)]
 pub fn record<F: FnOnce()>(f: F) {
     if !active() {
         return;

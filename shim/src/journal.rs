@@ -15,7 +15,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
 };
 
-use vramledger_format::frame::{encode_frame_body, frame_len, head_word, PADDING_KIND};
+use vramledger_format::frame::{encode_frame_body_parts, frame_len, head_word, PADDING_KIND};
 use vramledger_format::{preamble, Event, EVENT_FIXED_LEN, JOURNAL_SUFFIX, PREAMBLE_LEN};
 
 use crate::guard;
@@ -251,13 +251,17 @@ unsafe fn write_padding(at: *mut u8, len: usize) {
 impl Slot {
     /// Writes the frame and commits it (head word last).
     pub fn commit(self, kind: u16, payload: &[u8]) {
+        self.commit_parts(kind, &[payload]);
+    }
+
+    /// Like [`Slot::commit`], with the payload in pieces.
+    pub fn commit_parts(self, kind: u16, parts: &[&[u8]]) {
         if self.generation != OPEN_GENERATION.load(Ordering::Acquire) {
             return; // the journal was replaced (fork) since the reservation
         }
-        debug_assert_eq!(frame_len(payload.len()), self.len);
         // SAFETY: the slot's bytes are ours (reserved), inside a live mapping.
         let buf = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) };
-        encode_frame_body(kind, payload, buf);
+        encode_frame_body_parts(kind, parts, buf);
         // SAFETY: the slot is 8-byte aligned (frames are multiples of 8 from offset 16).
         unsafe { (*(self.ptr as *const AtomicU32)).store(head_word(kind), Ordering::Release) };
     }
@@ -280,10 +284,9 @@ pub fn append_event(e: &Event, text: &[u8]) {
 /// Fills a slot reserved with `reserve(EVENT_FIXED_LEN + text.len().min(MAX_TEXT))`.
 pub fn commit_event(slot: Slot, e: &Event, text: &[u8]) {
     let text = &text[..text.len().min(MAX_TEXT)];
-    let mut buf = [0u8; EVENT_FIXED_LEN + MAX_TEXT];
-    e.encode_fixed(&mut buf[..EVENT_FIXED_LEN]);
-    buf[EVENT_FIXED_LEN..EVENT_FIXED_LEN + text.len()].copy_from_slice(text);
-    slot.commit(e.kind, &buf[..EVENT_FIXED_LEN + text.len()]);
+    let mut fixed = [0u8; EVENT_FIXED_LEN];
+    e.encode_fixed(&mut fixed);
+    slot.commit_parts(e.kind, &[&fixed, text]);
 }
 
 /// In a forked child: forget the parent's journal; the next event opens the child's own.

@@ -68,6 +68,7 @@ fn new_module(id: u32, path: &str) {
 }
 
 /// Fills `module`, `owner` and `flags` from the call stack and capture state.
+#[inline(always)]
 pub fn attribute(e: &mut Event, vmm: bool) {
     let (module, class) = attribution::calling_module(new_module);
     let capture = attribution::capture_flags();
@@ -111,18 +112,16 @@ pub fn devices_seen() -> Vec<i32> {
     (0..64).filter(|d| m & (1u64 << d) != 0).collect()
 }
 
-fn apply_live(e: &Event) {
-    LIVE.lock().apply(e);
-}
-
-/// Records an event (after the call it describes).
+/// Records an event (after the call it describes). Records about existing memory (maps,
+/// retains) get its owner and device from the live books.
 pub fn emit(e: &Event, text: &[u8]) {
     if !ensure() {
         return;
     }
+    let mut e = e.clone();
+    book(&mut e);
     note_device(e.device);
-    apply_live(e);
-    journal::append_event(e, text);
+    journal::append_event(&e, text);
 }
 
 /// A release-type call, recorded in two halves around the real call so that the journal
@@ -141,11 +140,7 @@ impl Ticket {
                 event: e,
             };
         }
-        {
-            let mut books = LIVE.lock();
-            fill_from_books(&books, &mut e);
-            books.apply(&e);
-        }
+        book(&mut e);
         let slot = journal::reserve(EVENT_FIXED_LEN);
         Ticket { slot, event: e }
     }
@@ -159,21 +154,32 @@ impl Ticket {
     }
 }
 
+/// Completes `e` from the live books (owner, size, device of the memory it is about) and
+/// applies it to them. The lock is held for map updates only.
+fn book(e: &mut Event) {
+    let mut books = LIVE.lock();
+    fill_from_books(&books, e);
+    books.apply(e);
+}
+
 fn fill_from_books(books: &LiveBooks, e: &mut Event) {
     match e.kind() {
-        Some(Kind::Free) => {
-            if let Some((owner, size, device, module)) = books.block_at(e.addr) {
-                e.owner = owner as u8;
-                e.size = size;
-                e.device = device;
-                e.module = module;
+        Some(Kind::Free | Kind::HostFree) => {
+            if let Some(b) = books.block_at(e.addr) {
+                e.owner = b.owner as u8;
+                e.size = b.size;
+                e.device = b.device;
+                e.module = b.module;
+                e.mem = b.mem as u8;
             }
         }
-        Some(Kind::VmmRelease) => {
+        Some(Kind::VmmRelease | Kind::VmmRetain | Kind::VmmMap) if e.owner == 0 => {
             if let Some((owner, size, device)) = books.handle_info(e.handle) {
                 e.owner = owner as u8;
-                e.size = size;
                 e.device = device;
+                if e.size == 0 {
+                    e.size = size;
+                }
             }
         }
         Some(Kind::VmmUnmap) => {

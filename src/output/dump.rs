@@ -22,7 +22,11 @@ pub fn header_line(j: &Journal) -> Value {
 
 /// One record as JSON.
 pub fn record_line(j: &Journal, e: &vramledger_format::Event) -> Value {
-    let kind = e.kind().map(Kind::name).map(str::to_string).unwrap_or_else(|| format!("unknown_{}", e.kind));
+    let kind = e
+        .kind()
+        .map(Kind::name)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("unknown_{}", e.kind));
     json!({
         "kind": kind,
         "t_ns": e.t_ns,
@@ -52,6 +56,63 @@ pub fn render(j: &Journal) -> String {
     out.push('\n');
     for e in &j.events {
         out.push_str(&record_line(j, e).to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// Bytes as MiB with two decimals, for humans.
+fn mib(bytes: u64) -> String {
+    format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+/// One record as a line for humans: time, kind, entry point, device, bytes, owner, module.
+pub fn text_line(j: &Journal, e: &vramledger_format::Event, t0: u64) -> String {
+    let kind = e.kind().map_or("unknown", Kind::name);
+    let secs = e.t_ns.saturating_sub(t0) as f64 / 1e9;
+    let owner = Owner::from_repr(e.owner).map_or("none", Owner::name);
+    let what = match e.kind() {
+        Some(Kind::Module) => e.text.clone(),
+        Some(Kind::Stage) => format!("-> {}", e.text.lines().next().unwrap_or("")),
+        Some(Kind::MemInfo) => format!("free {} of {}", mib(e.arg0), mib(e.arg1)),
+        Some(Kind::NvmlSample) => format!("nvml free {} of {}", mib(e.arg0), mib(e.arg1)),
+        Some(Kind::PoolSample) => format!("pool reserved {} used {}", mib(e.arg0), mib(e.arg1)),
+        Some(Kind::Warning) => e.text.clone(),
+        _ => format!(
+            "{} {} {} {}",
+            mib(e.size),
+            MemKind::from_repr(e.mem).map_or("device", MemKind::name),
+            owner,
+            j.module_name(e.module)
+        ),
+    };
+    let rc = if e.result != 0 {
+        format!(" rc={}", e.result)
+    } else {
+        String::new()
+    };
+    format!(
+        "{secs:>10.6}s {:>6} {kind:<13} {:<30} dev {:>2}  {what}{rc}  [{}]",
+        e.tid,
+        e.api().map_or("-", |a| a.name()),
+        e.device,
+        j.stage_name(e.stage)
+    )
+}
+
+/// The whole journal as lines for humans.
+pub fn render_text(j: &Journal) -> String {
+    let t0 = j
+        .header
+        .get("start_mono_ns")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (k, v) in &j.header.pairs {
+        out.push_str(&format!("# {k} = {}\n", v.replace('\0', " ")));
+    }
+    for e in &j.events {
+        out.push_str(&text_line(j, e, t0));
         out.push('\n');
     }
     out

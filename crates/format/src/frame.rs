@@ -23,9 +23,17 @@ pub const fn head_word(kind: u16) -> u32 {
 }
 
 fn frame_crc(kind: u16, payload: &[u8]) -> u32 {
-    let c = crc::update(0, &kind.to_le_bytes());
-    let c = crc::update(c, &(payload.len() as u32).to_le_bytes());
-    crc::update(c, payload)
+    frame_crc_parts(kind, &[payload])
+}
+
+fn frame_crc_parts(kind: u16, parts: &[&[u8]]) -> u32 {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut c = crc::update(0, &kind.to_le_bytes());
+    c = crc::update(c, &(len as u32).to_le_bytes());
+    for p in parts {
+        c = crc::update(c, p);
+    }
+    c
 }
 
 /// Writes a whole frame into `out` (which must be `frame_len(payload.len())` long).
@@ -38,14 +46,23 @@ pub fn encode_frame(kind: u16, payload: &[u8], out: &mut [u8]) {
 
 /// Writes everything of a frame except its head word (bytes 0..4 are left zero).
 pub fn encode_frame_body(kind: u16, payload: &[u8], out: &mut [u8]) {
-    let total = frame_len(payload.len());
+    encode_frame_body_parts(kind, &[payload], out);
+}
+
+/// Like [`encode_frame_body`], with the payload given in pieces (no copy to join them).
+pub fn encode_frame_body_parts(kind: u16, parts: &[&[u8]], out: &mut [u8]) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let total = frame_len(len);
     debug_assert_eq!(out.len(), total);
     out[..4].fill(0);
-    out[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    out[8..8 + payload.len()].copy_from_slice(payload);
-    let crc_at = 8 + payload.len();
-    out[crc_at..crc_at + 4].copy_from_slice(&frame_crc(kind, payload).to_le_bytes());
-    out[crc_at + 4..total].fill(0);
+    out[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+    let mut at = 8;
+    for p in parts {
+        out[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+    out[at..at + 4].copy_from_slice(&frame_crc_parts(kind, parts).to_le_bytes());
+    out[at + 4..total].fill(0);
 }
 
 /// Why a frame could not be decoded.

@@ -34,6 +34,21 @@ pub struct Delta {
     pub module: u32,
 }
 
+/// What the books know about one live allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveBlock {
+    /// Who holds it.
+    pub owner: Owner,
+    /// Bytes.
+    pub size: u64,
+    /// Device ordinal (-1 for host memory).
+    pub device: i32,
+    /// Module id of the allocation.
+    pub module: u32,
+    /// Which books.
+    pub mem: MemKind,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Block {
     device: i32,
@@ -328,12 +343,19 @@ impl LiveBooks {
         out
     }
 
-    /// The owner and size of the live allocation at `addr` (cuMemAlloc family).
-    pub fn block_at(&self, addr: u64) -> Option<(Owner, u64, i32, u32)> {
+    /// The live allocation at `addr` (cuMemAlloc family, stream-ordered, or pinned host).
+    pub fn block_at(&self, addr: u64) -> Option<LiveBlock> {
         self.blocks
             .get(&addr)
             .or_else(|| self.async_blocks.get(&addr))
-            .map(|b| (b.owner, b.size, b.device, b.module))
+            .or_else(|| self.host.get(&addr))
+            .map(|b| LiveBlock {
+                owner: b.owner,
+                size: b.size,
+                device: b.device,
+                module: b.module,
+                mem: b.mem,
+            })
     }
 
     /// The owner, size and device of a live VMM handle.

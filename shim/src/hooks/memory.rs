@@ -14,6 +14,7 @@ use crate::guard;
 use crate::recorder::{self, Ticket};
 
 /// Records a finished `cuMemAlloc`-family call (success or failure) on the current device.
+#[inline(always)]
 fn allocated(api: Api, rc: CUresult, addr: u64, size: u64, requested: u64, mem: MemKind) {
     let kind = if rc == CUDA_SUCCESS {
         Kind::Alloc
