@@ -186,9 +186,87 @@ extern "C" fn step(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     }
 }
 
+thread_local! {
+    static ENTRY_IP: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The return address of the hook that is running now (its caller), read from the hook's
+/// own frame record. Only compiled where frame pointers are guaranteed (see build.rs).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! note_entry {
+    () => {
+        $crate::attribution::set_entry_ip($crate::attribution::frame_return_address!())
+    };
+}
+
+#[cfg(all(vl_frame_pointers, target_arch = "x86_64"))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! frame_return_address {
+    () => {{
+        let fp: usize;
+        // SAFETY: reads the frame pointer register; with frame pointers forced, rbp holds the
+        // current function's frame record (saved rbp, then the return address).
+        unsafe { core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+        if fp == 0 || fp % 8 != 0 {
+            0
+        } else {
+            // SAFETY: the frame record of the function we are in is on our own stack.
+            unsafe { *((fp + 8) as *const usize) }
+        }
+    }};
+}
+
+#[cfg(all(vl_frame_pointers, target_arch = "aarch64"))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! frame_return_address {
+    () => {{
+        let fp: usize;
+        // SAFETY: as above; x29 holds the frame record (saved x29, then the link register).
+        unsafe { core::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+        if fp == 0 || fp % 8 != 0 {
+            0
+        } else {
+            // SAFETY: the frame record of the function we are in is on our own stack.
+            unsafe { *((fp + 8) as *const usize) }
+        }
+    }};
+}
+
+#[cfg(not(all(vl_frame_pointers, any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! frame_return_address {
+    () => {
+        0usize
+    };
+}
+
+pub use frame_return_address;
+
+/// Remembers the running hook's return address for [`calling_module`].
+#[inline(always)]
+pub fn set_entry_ip(ip: usize) {
+    let _ = ENTRY_IP.try_with(|c| c.set(ip));
+}
+
 /// The calling module: `(module id, class)`, or `(0, Other)` when unwinding found none.
+///
+/// Fast path: when the hook's immediate caller is already an owning module (cuBLAS,
+/// libc10_cuda's VMM calls, NCCL, any direct caller), no unwinding is needed. Through the
+/// runtime (`libcudart`), the stack is unwound past it.
 #[inline(always)]
 pub fn calling_module(on_new: NewModule) -> (u32, ModuleClass) {
+    let ip = ENTRY_IP.try_with(|c| c.replace(0)).unwrap_or(0);
+    if ip > 1 {
+        if let Some(m) = module_of(ip - 1, on_new) {
+            if m.class != ModuleClass::Skip {
+                return (m.id, m.class);
+            }
+        }
+    }
     let mut walk = Walk {
         on_new,
         found: None,

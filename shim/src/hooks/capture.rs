@@ -48,6 +48,7 @@ fn ended(api: Api, rc: CUresult, stream: CUstream) {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamBeginCapture(stream: CUstream) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamBeginCapture;
     let Some(f) = real!(api, unsafe extern "C" fn(CUstream) -> CUresult) else {
         return missing(api);
@@ -59,6 +60,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture(stream: CUstream) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(stream: CUstream) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamBeginCapture_ptsz;
     let Some(f) = real!(api, unsafe extern "C" fn(CUstream) -> CUresult) else {
         return missing(api);
@@ -70,6 +72,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(stream: CUstream) -> CUresult
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamBeginCapture_v2(stream: CUstream, mode: c_uint) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamBeginCapture_v2;
     let Some(f) = real!(api, unsafe extern "C" fn(CUstream, c_uint) -> CUresult) else {
         return missing(api);
@@ -81,6 +84,7 @@ pub unsafe extern "C" fn cuStreamBeginCapture_v2(stream: CUstream, mode: c_uint)
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(stream: CUstream, mode: c_uint) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamBeginCapture_v2_ptsz;
     let Some(f) = real!(api, unsafe extern "C" fn(CUstream, c_uint) -> CUresult) else {
         return missing(api);
@@ -108,6 +112,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(
     num_deps: usize,
     mode: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamBeginCaptureToGraph;
     let Some(f) = real!(api, ToGraphFn) else {
         return missing(api);
@@ -126,6 +131,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(
     num_deps: usize,
     mode: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamBeginCaptureToGraph_ptsz;
     let Some(f) = real!(api, ToGraphFn) else {
         return missing(api);
@@ -137,6 +143,7 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamEndCapture;
     let Some(f) = real!(
         api,
@@ -154,6 +161,7 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(
     stream: CUstream,
     graph: *mut CUgraph,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuStreamEndCapture_ptsz;
     let Some(f) = real!(
         api,
@@ -168,6 +176,7 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_uint) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuThreadExchangeStreamCaptureMode;
     let Some(f) = real!(api, unsafe extern "C" fn(*mut c_uint) -> CUresult) else {
         return missing(api);

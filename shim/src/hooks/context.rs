@@ -43,6 +43,7 @@ fn context_event(api: Api, rc: CUresult, device: CUdevice, ctx: u64, before: Opt
 
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuInit;
     let Some(f) = real!(api, unsafe extern "C" fn(c_uint) -> CUresult) else {
         return missing(api);
@@ -58,6 +59,7 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuDevicePrimaryCtxRetain;
     let Some(f) = real!(
         api,
@@ -78,6 +80,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
 
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuDevicePrimaryCtxRelease_v2;
     let Some(f) = real!(api, unsafe extern "C" fn(CUdevice) -> CUresult) else {
         return missing(api);
@@ -109,6 +112,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
     flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuCtxCreate_v2;
     let Some(f) = real!(
         api,
@@ -130,6 +134,7 @@ pub unsafe extern "C" fn cuCtxCreate_v3(
     flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuCtxCreate_v3;
     let Some(f) = real!(
         api,
@@ -150,6 +155,7 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
     flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuCtxCreate_v4;
     let Some(f) = real!(
         api,
@@ -165,6 +171,7 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuCtxDestroy_v2;
     let Some(f) = real!(api, unsafe extern "C" fn(CUcontext) -> CUresult) else {
         return missing(api);

@@ -43,6 +43,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     size: usize,
     flags: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemHostAlloc;
     let Some(f) = real!(
         api,
@@ -59,6 +60,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemAllocHost_v2;
     let Some(f) = real!(
         api,
@@ -75,6 +77,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) ->
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemFreeHost;
     let Some(f) = real!(api, unsafe extern "C" fn(*mut c_void) -> CUresult) else {
         return missing(api);
@@ -88,6 +91,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
     size: usize,
     flags: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemHostRegister_v2;
     let Some(f) = real!(
         api,
@@ -104,6 +108,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemHostUnregister;
     let Some(f) = real!(api, unsafe extern "C" fn(*mut c_void) -> CUresult) else {
         return missing(api);

@@ -11,6 +11,7 @@ use crate::recorder;
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemGetInfo_v2;
     let Some(f) = real!(
         api,

@@ -69,6 +69,7 @@ unsafe fn out(p: *const CUdeviceptr) -> u64 {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemAlloc_v2;
     let Some(f) = real!(
         api,
@@ -103,6 +104,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     height: usize,
     element_size: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemAllocPitch_v2;
     let Some(f) = real!(
         api,
@@ -132,6 +134,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     bytesize: usize,
     flags: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemAllocManaged;
     let Some(f) = real!(
         api,
@@ -160,6 +163,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemFree_v2;
     let Some(f) = real!(api, unsafe extern "C" fn(CUdeviceptr) -> CUresult) else {
         return missing(api);
@@ -307,6 +311,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     size: usize,
     stream: CUstream,
 ) -> CUresult {
+    crate::note_entry!();
     unsafe { alloc_async(Api::cuMemAllocAsync, dptr, size, stream) }
 }
 
@@ -316,6 +321,7 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
     size: usize,
     stream: CUstream,
 ) -> CUresult {
+    crate::note_entry!();
     unsafe { alloc_async(Api::cuMemAllocAsync_ptsz, dptr, size, stream) }
 }
 
@@ -326,6 +332,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
     pool: CUmemoryPool,
     stream: CUstream,
 ) -> CUresult {
+    crate::note_entry!();
     unsafe { alloc_from_pool(Api::cuMemAllocFromPoolAsync, dptr, size, pool, stream) }
 }
 
@@ -336,16 +343,19 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
     pool: CUmemoryPool,
     stream: CUstream,
 ) -> CUresult {
+    crate::note_entry!();
     unsafe { alloc_from_pool(Api::cuMemAllocFromPoolAsync_ptsz, dptr, size, pool, stream) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    crate::note_entry!();
     unsafe { free_async(Api::cuMemFreeAsync, dptr, stream) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    crate::note_entry!();
     unsafe { free_async(Api::cuMemFreeAsync_ptsz, dptr, stream) }
 }
 
@@ -354,6 +364,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(
     pool: *mut CUmemoryPool,
     props: *const CUmemPoolProps,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemPoolCreate;
     let Some(f) = real!(
         api,
@@ -381,6 +392,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemPoolDestroy;
     let Some(f) = real!(api, unsafe extern "C" fn(CUmemoryPool) -> CUresult) else {
         return missing(api);
@@ -398,6 +410,7 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, min_bytes_to_keep: usize) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemPoolTrimTo;
     let Some(f) = real!(api, unsafe extern "C" fn(CUmemoryPool, usize) -> CUresult) else {
         return missing(api);

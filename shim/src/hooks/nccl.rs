@@ -34,6 +34,7 @@ fn edge(kind: Kind, api: Api, rc: NcclResult, addr: u64, size: u64, comm: u64, h
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> NcclResult {
+    crate::note_entry!();
     let api = Api::ncclMemAlloc;
     let Some(f) = real!(
         api,
@@ -58,6 +59,7 @@ pub unsafe extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> Ncc
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclMemFree(ptr: *mut c_void) -> NcclResult {
+    crate::note_entry!();
     let api = Api::ncclMemFree;
     let Some(f) = real!(api, unsafe extern "C" fn(*mut c_void) -> NcclResult) else {
         return missing(api);
@@ -74,6 +76,7 @@ pub unsafe extern "C" fn ncclCommRegister(
     size: usize,
     handle: *mut *mut c_void,
 ) -> NcclResult {
+    crate::note_entry!();
     let api = Api::ncclCommRegister;
     let Some(f) = real!(
         api,
@@ -103,6 +106,7 @@ pub unsafe extern "C" fn ncclCommRegister(
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommDeregister(comm: *mut c_void, handle: *mut c_void) -> NcclResult {
+    crate::note_entry!();
     let api = Api::ncclCommDeregister;
     let Some(f) = real!(
         api,
@@ -123,6 +127,7 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
     win: *mut *mut c_void,
     win_flags: c_int,
 ) -> NcclResult {
+    crate::note_entry!();
     let api = Api::ncclCommWindowRegister;
     let Some(f) = real!(
         api,
@@ -161,6 +166,7 @@ pub unsafe extern "C" fn ncclCommWindowDeregister(
     comm: *mut c_void,
     win: *mut c_void,
 ) -> NcclResult {
+    crate::note_entry!();
     let api = Api::ncclCommWindowDeregister;
     let Some(f) = real!(
         api,

@@ -42,6 +42,7 @@ pub unsafe extern "C" fn cuMemCreate(
     prop: *const CUmemAllocationProp,
     flags: c_ulonglong,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemCreate;
     let Some(f) = real!(
         api,
@@ -96,6 +97,7 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
     handle: *mut CUmemGenericAllocationHandle,
     addr: *mut c_void,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemRetainAllocationHandle;
     let Some(f) = real!(
         api,
@@ -117,6 +119,7 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemRelease;
     let Some(f) = real!(
         api,
@@ -138,6 +141,7 @@ pub unsafe extern "C" fn cuMemMap(
     handle: CUmemGenericAllocationHandle,
     flags: c_ulonglong,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemMap;
     let Some(f) = real!(
         api,
@@ -167,6 +171,7 @@ pub unsafe extern "C" fn cuMemMap(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemUnmap;
     let Some(f) = real!(api, unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult) else {
         return missing(api);
@@ -185,6 +190,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     addr: CUdeviceptr,
     flags: c_ulonglong,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemAddressReserve;
     let Some(f) = real!(
         api,
@@ -208,6 +214,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemAddressFree;
     let Some(f) = real!(api, unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult) else {
         return missing(api);
@@ -224,6 +231,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
     os_handle: *mut c_void,
     handle_type: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuMemImportFromShareableHandle;
     let Some(f) = real!(
         api,
@@ -268,6 +276,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     handle: CUipcMemHandle,
     flags: c_uint,
 ) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuIpcOpenMemHandle_v2;
     let Some(f) = real!(
         api,
@@ -294,6 +303,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
+    crate::note_entry!();
     let api = Api::cuIpcCloseMemHandle;
     let Some(f) = real!(api, unsafe extern "C" fn(CUdeviceptr) -> CUresult) else {
         return missing(api);
