@@ -43,6 +43,9 @@ pub(crate) fn failed_allocation_context() {
 }
 
 fn free_ticket(api: Api, dptr: CUdeviceptr) -> Option<Ticket> {
+    if dptr == 0 {
+        return None; // freeing NULL frees nothing (cuBLAS does it to initialise)
+    }
     let mut t = None;
     guard::record(|| {
         let mut e = recorder::event(Kind::Free, api);
