@@ -235,7 +235,10 @@ macro_rules! frame_return_address {
     }};
 }
 
-#[cfg(not(all(vl_frame_pointers, any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[cfg(not(all(
+    vl_frame_pointers,
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 #[macro_export]
 #[doc(hidden)]
 macro_rules! frame_return_address {

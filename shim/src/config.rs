@@ -17,6 +17,10 @@ pub struct Config {
     pub nvml: bool,
     /// Print what vramledger does on stderr (`VRAMLEDGER_DEBUG`).
     pub debug: bool,
+    /// Recognise stages from the program's stdout/stderr lines (`VRAMLEDGER_TAP`, default on).
+    pub tap: bool,
+    /// A rule file for other engines' log lines (`VRAMLEDGER_RULES`).
+    pub rules: Option<String>,
 }
 
 fn env(name: &CStr) -> Option<String> {
@@ -65,6 +69,8 @@ pub fn get() -> &'static Config {
             .unwrap_or_else(|| "adhoc".to_string()),
         nvml: truthy(env(c"VRAMLEDGER_NVML"), true),
         debug: truthy(env(c"VRAMLEDGER_DEBUG"), false),
+        tap: truthy(env(c"VRAMLEDGER_TAP"), true),
+        rules: env(c"VRAMLEDGER_RULES").filter(|s| !s.is_empty()),
     })
 }
 

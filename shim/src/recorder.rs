@@ -275,4 +275,5 @@ pub fn reset_after_fork() {
     process::reset_tid();
     LIVE.reset_in_child();
     stages::reset_in_child();
+    crate::hooks::tap::reset_in_child();
 }

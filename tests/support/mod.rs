@@ -33,6 +33,7 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("sigkill", &["libcudart.so.13"]),
     ("bad_args", &[]),
     ("procaddr_walk", &[]),
+    ("tap_writer", &[]),
 ];
 
 /// Debug info for unwinding; frame pointers and no sibling calls so every module keeps its frame.

@@ -1,6 +1,7 @@
 //! The one list of everything `libvramledger.so` exports: each hooked entry point (by the
 //! exact name the driver, runtime or NCCL exports), `dlsym`, the two `cuGetProcAddress`
-//! versions, and the public API (`vramledger_stage`). A test compares this list with the
+//! versions, `write` (the stdout/stderr tap, [`crate::hooks::tap`]), and the public API
+//! (`vramledger_stage`, `vramledger_sample`). A test compares this list with the
 //! built library's dynamic symbol table.
 
 use std::ffi::c_char;

@@ -1,0 +1,171 @@
+//! The stdout/stderr tap inside the target: SGLang's log lines, written the way a program
+//! writes them (whole lines, or split across writes by a block-buffered pipe), become stage
+//! records with the line attached; a rule file adds stages for other engines.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{clients, profile_dir};
+use vramledger::journal::{self, Journal};
+use vramledger_format::Kind;
+
+const SGLANG_STARTUP: &str = "\
+[2025-06-01 10:00:00 TP0] Init torch distributed begin.
+[2025-06-01 10:00:01 TP0] Init torch distributed ends. mem usage=0.58 GB
+[2025-06-01 10:00:01 TP0] Load weight begin. avail mem=78.68 GB
+Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:02<00:00,  1.71it/s]\r
+[2025-06-01 10:00:04 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.57 GB, mem usage=15.11 GB.
+[2025-06-01 10:00:04 TP0] KV Cache is allocated. #tokens: 444500, K size: 27.13 GB, V size: 27.13 GB
+[2025-06-01 10:00:04 TP0] Memory pool end. avail mem=8.40 GB
+[2025-06-01 10:00:05 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=7.88 GB
+[2025-06-01 10:00:20 TP0] Capture cuda graph end. Time elapsed: 15.21 s. mem usage=0.60 GB. avail mem=7.28 GB.
+an unrelated line that mentions nothing
+[2025-06-01 10:00:21 TP0] max_total_num_tokens=444500, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4096, context_len=131072, available_gpu_mem=7.28 GB
+";
+
+fn shim() -> PathBuf {
+    profile_dir().join("libvramledger.so")
+}
+
+fn run_writer(test: &str, text: &str, chunk: usize, fd: u8, extra_env: &[(&str, &str)]) -> Journal {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tap-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("input.log");
+    std::fs::write(&input, text).unwrap();
+    let out = dir.join("journals");
+    let (shim, out_s, input_s) = (
+        shim().to_string_lossy().into_owned(),
+        out.to_string_lossy().into_owned(),
+        input.to_string_lossy().into_owned(),
+    );
+    let mut env = vec![
+        ("LD_PRELOAD", shim.as_str()),
+        ("VRAMLEDGER_OUT", out_s.as_str()),
+    ];
+    env.extend_from_slice(extra_env);
+    let chunk_s = chunk.to_string();
+    let fd_s = fd.to_string();
+    let run = clients().run("tap_writer", &[&input_s, &chunk_s, &fd_s], &env);
+    assert!(run.success(), "{}", run.dump());
+    assert_eq!(
+        run.stdout.len() + run.stderr.len(),
+        text.len(),
+        "the output itself must be unchanged\n{}",
+        run.dump()
+    );
+    let files = journal::find(&out).unwrap();
+    assert_eq!(files.len(), 1, "one journal expected");
+    journal::read(&files[0]).unwrap()
+}
+
+fn stages(j: &Journal) -> Vec<(String, String)> {
+    j.events
+        .iter()
+        .filter(|e| e.kind() == Some(Kind::Stage))
+        .map(|e| {
+            let mut lines = e.text.lines();
+            let name = lines.next().unwrap_or("").to_string();
+            (name, lines.next().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+fn names(j: &Journal) -> Vec<String> {
+    stages(j).into_iter().map(|(n, _)| n).collect()
+}
+
+const EXPECTED: &[&str] = &[
+    "startup",
+    "dist_init",
+    "weight_load",
+    "kv_pool",
+    "post_kv_init",
+    "graph_capture",
+    "post_capture",
+    "serving",
+];
+
+#[test]
+fn sglang_lines_mark_every_stage_whole_or_split() {
+    for (chunk, fd) in [(65536, 1), (7, 1), (1, 2), (113, 2)] {
+        let j = run_writer(&format!("split{chunk}"), SGLANG_STARTUP, chunk, fd, &[]);
+        assert_eq!(names(&j), EXPECTED, "chunk {chunk} fd {fd}");
+        // Each boundary keeps its line, so the offline parser can read the engine's numbers.
+        let st = stages(&j);
+        assert!(st[3].1.contains("Load weight end."), "{:?}", st[3]);
+        assert!(st[3].1.ends_with("mem usage=15.11 GB."), "{:?}", st[3]);
+        let kv = j
+            .events
+            .iter()
+            .find(|e| e.kind() == Some(Kind::Stage) && e.text.starts_with("kv_pool"))
+            .unwrap();
+        assert_eq!(f64::from_bits(kv.arg0), 63.57);
+        assert_eq!(f64::from_bits(kv.arg1), 15.11);
+    }
+}
+
+#[test]
+fn rule_files_add_stages_for_other_engines() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tap-rulefile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.txt");
+    std::fs::write(
+        &rules,
+        "# my engine\nwarmup  Warming up the engine\nready   \"Engine ready \"\n",
+    )
+    .unwrap();
+    let rules_s = rules.to_string_lossy().into_owned();
+    let text = "booting\nWarming up the engine (3 steps)\nEngine ready now\n";
+    let j = run_writer("rules", text, 5, 1, &[("VRAMLEDGER_RULES", &rules_s)]);
+    assert_eq!(names(&j), vec!["startup", "warmup", "ready"]);
+}
+
+#[test]
+fn lines_that_match_nothing_open_no_journal_and_tap_can_be_off() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tap-quiet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("input.log");
+    std::fs::write(&input, "hello\nworld, nothing to see\n").unwrap();
+    let out = dir.join("journals");
+    let (shim, out_s, input_s) = (
+        shim().to_string_lossy().into_owned(),
+        out.to_string_lossy().into_owned(),
+        input.to_string_lossy().into_owned(),
+    );
+    let run = clients().run(
+        "tap_writer",
+        &[&input_s, "3"],
+        &[("LD_PRELOAD", &shim), ("VRAMLEDGER_OUT", &out_s)],
+    );
+    assert!(run.success(), "{}", run.dump());
+    assert!(!out.exists() || journal::find(&out).unwrap().is_empty());
+
+    let j_off = {
+        std::fs::write(&input, SGLANG_STARTUP).unwrap();
+        let run = clients().run(
+            "tap_writer",
+            &[&input_s, "64"],
+            &[
+                ("LD_PRELOAD", &shim),
+                ("VRAMLEDGER_OUT", &out_s),
+                ("VRAMLEDGER_TAP", "0"),
+            ],
+        );
+        assert!(run.success(), "{}", run.dump());
+        if out.exists() {
+            journal::find(&out).unwrap()
+        } else {
+            Vec::new()
+        }
+    };
+    assert!(
+        j_off.is_empty(),
+        "the tap was off, nothing should be recorded"
+    );
+}
