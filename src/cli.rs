@@ -3,12 +3,13 @@
 //! Exit codes: 0 success, 1 a check found drift (or sizing cannot fit), 2 bad input.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
-use crate::journal;
-use crate::output;
+use crate::journal::{self, Journal};
+use crate::output::report_text::Units;
+use crate::{ledger, output, run};
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -18,7 +19,7 @@ pub const EXIT_BAD_INPUT: i32 = 2;
     name = "vramledger",
     version,
     about = "Where every byte of GPU memory went: who holds it, and when it was taken",
-    after_help = "Workflow: `vramledger run -- <cmd>` (or LD_PRELOAD=libvramledger.so <cmd>), then read the journals.\nExit codes: 0 success, 1 drift found / does not fit, 2 bad input."
+    after_help = "Workflow:\n  vramledger run -- python -m sglang.launch_server ...   (or LD_PRELOAD=libvramledger.so CMD)\n  vramledger report vramledger-out/            (text; --json for scripts)\n\nExit codes: 0 success, 1 drift found / does not fit, 2 bad input."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -27,6 +28,29 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a command under libvramledger.so and print the report when it ends.
+    Run {
+        /// Folder for the journals.
+        #[arg(long, default_value = "vramledger-out")]
+        out: PathBuf,
+        /// Print the report as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// The books of a run: stage × owner per process and device, balanced against free memory.
+    Report {
+        /// A run folder (every *.vlj under it) or one journal.
+        path: PathBuf,
+        /// JSON (schema vramledger.report/1) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Show bytes instead of GiB.
+        #[arg(long)]
+        bytes: bool,
+    },
     /// Print every record of a journal as JSON lines.
     Dump {
         /// A journal file (*.vlj).
@@ -48,16 +72,30 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Dump { journal, text } => dump(&journal, text),
+        Command::Report { path, json, bytes } => report(&path, json, bytes, None),
+        Command::Run { out, json, command } => run_command(out, json, command),
     }
 }
 
-fn dump(path: &std::path::Path, as_text: bool) -> i32 {
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("vramledger: {msg}");
+    EXIT_BAD_INPUT
+}
+
+fn emit(text: &str) -> i32 {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            fail(format!("cannot write output: {e}"))
+        }
+        _ => 0,
+    }
+}
+
+fn dump(path: &Path, as_text: bool) -> i32 {
     let j = match journal::read(path) {
         Ok(j) => j,
-        Err(e) => {
-            eprintln!("vramledger: {e}");
-            return EXIT_BAD_INPUT;
-        }
+        Err(e) => return fail(e),
     };
     for w in &j.warnings {
         eprintln!("vramledger: warning: {w}");
@@ -67,12 +105,86 @@ fn dump(path: &std::path::Path, as_text: bool) -> i32 {
     } else {
         output::dump::render(&j)
     };
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("vramledger: cannot write output: {e}");
-            return EXIT_BAD_INPUT;
+    let rc = emit(&text);
+    if rc == 0 && j.corrupt {
+        EXIT_BAD_INPUT
+    } else {
+        rc
+    }
+}
+
+/// Reads every journal under `path` (only those of `run_id` when given). Unreadable files are
+/// reported and skipped; the flag says whether any input was bad.
+fn load(path: &Path, run_id: Option<&str>) -> Result<(Vec<Journal>, bool), String> {
+    let files = journal::find(path).map_err(|e| e.to_string())?;
+    let mut bad = false;
+    let mut out = Vec::new();
+    for f in files {
+        match journal::read(&f) {
+            Ok(j) => {
+                if run_id.is_some_and(|id| j.header.get("run_id") != Some(id)) {
+                    continue;
+                }
+                bad |= j.corrupt;
+                out.push(j);
+            }
+            Err(e) => {
+                eprintln!("vramledger: {e}");
+                bad = true;
+            }
         }
     }
-    0
+    if out.is_empty() && !bad {
+        return Err(format!("no journals (*.vlj) found in {}", path.display()));
+    }
+    Ok((out, bad))
+}
+
+fn report(path: &Path, json: bool, bytes: bool, run_id: Option<&str>) -> i32 {
+    let (journals, bad) = match load(path, run_id) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
+    };
+    let books = ledger::build(&journals);
+    for w in &books.warnings {
+        eprintln!("vramledger: warning: {w}");
+    }
+    let text = if json {
+        let mut s =
+            serde_json::to_string_pretty(&output::report_json::render(&books)).unwrap_or_default();
+        s.push('\n');
+        s
+    } else {
+        output::report_text::render(&books, if bytes { Units::Bytes } else { Units::Gib })
+    };
+    let rc = emit(&text);
+    if rc == 0 && bad {
+        eprintln!("vramledger: some input was unreadable or corrupt (see above); the report covers what could be read");
+        return EXIT_BAD_INPUT;
+    }
+    rc
+}
+
+fn run_command(out: PathBuf, json: bool, command: Vec<String>) -> i32 {
+    let outcome = match run::run(&run::RunSpec { out, command }) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    eprintln!(
+        "vramledger: journals of run {} are in {}; report again with `vramledger report {}`",
+        outcome.run_id,
+        outcome.out.display(),
+        outcome.out.display()
+    );
+    let has_journals = journal::find(&outcome.out)
+        .map(|f| !f.is_empty())
+        .unwrap_or(false);
+    if has_journals {
+        let _ = report(&outcome.out, json, false, Some(&outcome.run_id));
+    } else {
+        eprintln!(
+            "vramledger: the command wrote no journal (it used no CUDA and printed no stage line)"
+        );
+    }
+    outcome.exit_code
 }

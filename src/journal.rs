@@ -29,6 +29,9 @@ pub struct Journal {
     pub stage_names: BTreeMap<u32, String>,
     /// What could not be read, for humans.
     pub warnings: Vec<String>,
+    /// Part of the file is corrupt or cut off mid-record (a record merely lost in flight at a
+    /// kill is not corruption).
+    pub corrupt: bool,
 }
 
 /// Why a journal could not be read at all.
@@ -146,6 +149,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                 }
             }
             Err(err) => {
+                if err != FrameError::Empty {
+                    j.corrupt = true;
+                }
                 let Some(next) = resync(bytes, at + 8) else {
                     if err != FrameError::Empty && err != FrameError::Truncated {
                         j.warnings.push(format!(
@@ -172,6 +178,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
         }
     }
     if !header_seen {
+        j.corrupt = true;
         j.warnings.push(format!(
             "{}: the journal has no header record",
             path.display()

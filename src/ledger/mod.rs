@@ -1,0 +1,57 @@
+//! The books: journals replayed into physical owner × stage, per process, device and rank,
+//! balanced against device free memory.
+//!
+//! - [`process`]: one journal → stages × owners per device, peaks, modules, reconciliation;
+//! - [`samples`]: free memory at any point, from readings and hooked movement between them;
+//! - [`cross_rank`]: the minimum free memory per stage across ranks and SGLang's imbalance rule;
+//! - [`owners`]: bytes per owner.
+//!
+//! Pure data in, pure data out: no file is read here (see [`crate::journal`]).
+
+pub mod cross_rank;
+pub mod owners;
+pub mod process;
+pub mod samples;
+
+use crate::journal::Journal;
+
+pub use owners::{OwnerBytes, REPORT_OWNERS};
+pub use process::{DeviceBooks, ProcessBooks, StageRow};
+
+/// Every process of a run.
+#[derive(Debug, Clone)]
+pub struct RunBooks {
+    pub processes: Vec<ProcessBooks>,
+    pub cross_rank: Vec<cross_rank::CrossRankStage>,
+    pub warnings: Vec<String>,
+}
+
+/// Replays every journal. Processes are ordered by host, rank, then start time, so journals
+/// copied from several hosts into one folder read as one run.
+pub fn build(journals: &[Journal]) -> RunBooks {
+    let mut processes: Vec<ProcessBooks> = journals.iter().map(process::replay).collect();
+    processes.sort_by(|a, b| {
+        (
+            a.host.as_str(),
+            a.rank.unwrap_or(u32::MAX),
+            a.start_unix_ns,
+            a.pid,
+        )
+            .cmp(&(
+                b.host.as_str(),
+                b.rank.unwrap_or(u32::MAX),
+                b.start_unix_ns,
+                b.pid,
+            ))
+    });
+    let cross_rank = cross_rank::build(&processes);
+    let warnings = journals
+        .iter()
+        .flat_map(|j| j.warnings.iter().cloned())
+        .collect();
+    RunBooks {
+        processes,
+        cross_rank,
+        warnings,
+    }
+}

@@ -1,0 +1,45 @@
+//! Bytes per owner: a small fixed array indexed by [`Owner`], cheap to add on every event.
+
+use vramledger_format::Owner;
+
+/// The owner keys a report shows, in order (exactly these, always all of them).
+pub const REPORT_OWNERS: [Owner; 7] = [
+    Owner::Torch,
+    Owner::TorchGraphPool,
+    Owner::Nccl,
+    Owner::Direct,
+    Owner::Vmm,
+    Owner::Context,
+    Owner::Unattributed,
+];
+
+/// Signed bytes per owner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnerBytes([i64; 8]);
+
+impl OwnerBytes {
+    /// Adds `bytes` to `owner`.
+    pub fn add(&mut self, owner: Owner, bytes: i64) {
+        self.0[owner as usize] += bytes;
+    }
+    /// The bytes of `owner`.
+    pub fn get(&self, owner: Owner) -> i64 {
+        self.0[owner as usize]
+    }
+    /// Sets the bytes of `owner`.
+    pub fn set(&mut self, owner: Owner, bytes: i64) {
+        self.0[owner as usize] = bytes;
+    }
+    /// The sum over every owner but `unattributed`.
+    pub fn hooked(&self) -> i64 {
+        self.0.iter().sum::<i64>() - self.get(Owner::Unattributed)
+    }
+    /// The sum over every owner.
+    pub fn total(&self) -> i64 {
+        self.0.iter().sum()
+    }
+    /// `(owner, bytes)` for the report owners.
+    pub fn iter(&self) -> impl Iterator<Item = (Owner, i64)> + '_ {
+        REPORT_OWNERS.iter().map(|&o| (o, self.get(o)))
+    }
+}

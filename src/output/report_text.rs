@@ -1,0 +1,204 @@
+//! `vramledger report`: the books as readable tables (GiB with the unit shown, or bytes).
+
+use std::fmt::Write;
+
+use vramledger_format::Owner;
+
+use crate::ledger::process::{DeviceBooks, ProcessBooks};
+use crate::ledger::{RunBooks, REPORT_OWNERS};
+
+/// How numbers are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Units {
+    Gib,
+    Bytes,
+}
+
+fn amount(v: i64, units: Units) -> String {
+    match units {
+        Units::Bytes => v.to_string(),
+        Units::Gib => format!("{:.3}", v as f64 / (1u64 << 30) as f64),
+    }
+}
+
+fn opt(v: Option<u64>, units: Units) -> String {
+    v.map_or_else(|| "?".to_string(), |v| amount(v as i64, units))
+}
+
+fn short(name: Owner) -> &'static str {
+    match name {
+        Owner::Torch => "torch",
+        Owner::TorchGraphPool => "graph_pool",
+        Owner::Nccl => "nccl",
+        Owner::Direct => "direct",
+        Owner::Vmm => "vmm",
+        Owner::Context => "context",
+        Owner::Unattributed => "unattrib",
+        Owner::None => "-",
+    }
+}
+
+fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
+    let unit = if units == Units::Gib { "GiB" } else { "bytes" };
+    let w = if units == Units::Gib { 10 } else { 14 };
+    let _ = writeln!(
+        out,
+        "  device {} ({unit}; delta = free at stage start − free at stage end)",
+        d.device
+    );
+    let mut head = format!("  {:<26} {:>w$}", "stage", "delta");
+    for o in REPORT_OWNERS {
+        head.push_str(&format!(" {:>w$}", short(o)));
+    }
+    head.push_str(&format!(" {:>w$}  engine", "free@end"));
+    let _ = writeln!(out, "{head}");
+    for s in &d.stages {
+        let mut row = format!(
+            "  {:<26} {:>w$}",
+            truncate(&s.name, 26),
+            amount(s.device_delta, units)
+        );
+        for o in REPORT_OWNERS {
+            row.push_str(&format!(" {:>w$}", amount(s.by_owner.get(o), units)));
+        }
+        row.push_str(&format!(" {:>w$}", opt(s.end_free, units)));
+        if let Some(u) = s.engine.mem_usage_gib {
+            let diff = s.device_delta as f64 / (1u64 << 30) as f64 - u;
+            row.push_str(&format!("  mem usage={u:.2} GB ({diff:+.3} GiB)"));
+        }
+        let _ = writeln!(out, "{row}");
+    }
+    let mut live = d.live_at_end;
+    live.set(Owner::Unattributed, 0);
+    let mut row = format!(
+        "  {:<26} {:>w$}",
+        "live at end (hooked)",
+        amount(live.hooked(), units)
+    );
+    for o in REPORT_OWNERS {
+        row.push_str(&format!(" {:>w$}", amount(live.get(o), units)));
+    }
+    let _ = writeln!(out, "{row}");
+    let balanced = if d.balanced() {
+        "balanced"
+    } else {
+        "NOT BALANCED"
+    };
+    let _ = writeln!(
+        out,
+        "  reconciliation: start free {} = Σ stage deltas {} + end free {}  [{balanced}]; unattributed {}",
+        opt(d.start_free, units),
+        amount(d.sum_deltas(), units),
+        opt(d.end_free, units),
+        amount(d.unattributed(), units),
+    );
+    let _ = writeln!(
+        out,
+        "  peak (hooked): {} in {}",
+        amount(d.peak_total.bytes, units),
+        d.peak_total.stage
+    );
+    let peaks: Vec<String> = d
+        .peak_by_owner
+        .iter()
+        .filter(|(_, p)| p.bytes > 0)
+        .map(|(o, p)| format!("{} {} ({})", o.name(), amount(p.bytes, units), p.stage))
+        .collect();
+    if !peaks.is_empty() {
+        let _ = writeln!(out, "  peak by owner: {}", peaks.join(", "));
+    }
+    let mods: Vec<String> = d
+        .modules
+        .iter()
+        .take(8)
+        .map(|m| {
+            format!(
+                "{} [{}] live {} peak {}",
+                if m.module.is_empty() { "?" } else { &m.module },
+                m.owner.map_or("-", |o| o.name()),
+                amount(m.live, units),
+                amount(m.peak, units)
+            )
+        })
+        .collect();
+    if !mods.is_empty() {
+        let _ = writeln!(out, "  top modules: {}", mods.join("; "));
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+fn process(out: &mut String, p: &ProcessBooks, units: Units) {
+    let rank = p.rank.map_or_else(String::new, |r| format!(" rank {r}"));
+    let _ = writeln!(
+        out,
+        "process {} on {}{rank}: {}",
+        p.pid,
+        p.host,
+        truncate(&p.cmdline, 100)
+    );
+    if p.devices.is_empty() {
+        let _ = writeln!(out, "  (no device memory recorded)");
+    }
+    for d in &p.devices {
+        device_table(out, d, units);
+    }
+    let apart = [
+        ("host pinned", p.host_pinned),
+        ("managed", p.managed),
+        ("VA reserved (virtual only)", p.virtual_reserved),
+    ];
+    for (what, lp) in apart {
+        if lp.peak > 0 {
+            let _ = writeln!(
+                out,
+                "  {what}: live {} peak {} (not VRAM)",
+                amount(lp.live, units),
+                amount(lp.peak, units)
+            );
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// The whole report.
+pub fn render(run: &RunBooks, units: Units) -> String {
+    let mut out = String::new();
+    for p in &run.processes {
+        process(&mut out, p, units);
+    }
+    if !run.cross_rank.is_empty() {
+        let _ = writeln!(
+            out,
+            "across ranks (free memory at the end of each stage; SGLang sizes from the minimum)"
+        );
+        for s in &run.cross_rank {
+            let ranks: Vec<String> = s
+                .ranks
+                .iter()
+                .map(|r| {
+                    format!(
+                        "rank {} {}{}",
+                        r.rank,
+                        amount(r.free as i64, units),
+                        if r.unbalanced { " UNBALANCED" } else { "" }
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<26} min {}  [{}]",
+                s.name,
+                amount(s.min_free as i64, units),
+                ranks.join(", ")
+            );
+        }
+    }
+    out
+}

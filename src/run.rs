@@ -1,0 +1,91 @@
+//! `vramledger run`: start a command under the preload and report when it ends.
+//!
+//! Sets `LD_PRELOAD` to the `libvramledger.so` next to the CLI (children inherit it, so
+//! SGLang's spawned workers are covered), a fresh run id, and the journal folder; passes the
+//! command's exit code through (128 + signal when it was killed).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What `run` needs.
+pub struct RunSpec {
+    pub out: PathBuf,
+    pub command: Vec<String>,
+}
+
+/// What happened.
+pub struct RunOutcome {
+    pub exit_code: i32,
+    pub run_id: String,
+    pub out: PathBuf,
+}
+
+/// The library shipped next to the CLI binary.
+pub fn library_next_to_cli() -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the vramledger binary: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let lib = dir.join("libvramledger.so");
+    if lib.is_file() {
+        Ok(lib)
+    } else {
+        Err(format!(
+            "libvramledger.so is not next to the CLI ({}); build the workspace (`cargo build --release`) or copy it there",
+            lib.display()
+        ))
+    }
+}
+
+fn new_run_id() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!("run{t}-{}", std::process::id())
+}
+
+/// Runs the command to completion.
+pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
+    let lib = library_next_to_cli()?;
+    let (program, args) = spec.command.split_first().ok_or_else(|| {
+        "no command given: use `vramledger run [--out DIR] -- CMD ARGS...`".to_string()
+    })?;
+    std::fs::create_dir_all(&spec.out).map_err(|e| {
+        format!(
+            "cannot create the journal folder {}: {e}",
+            spec.out.display()
+        )
+    })?;
+    let out = std::fs::canonicalize(&spec.out).unwrap_or_else(|_| spec.out.clone());
+    let run_id = new_run_id();
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(old) if !old.trim().is_empty() => format!("{}:{old}", lib.display()),
+        _ => lib.display().to_string(),
+    };
+    let mut child = Command::new(program)
+        .args(args)
+        .env("LD_PRELOAD", preload)
+        .env("VRAMLEDGER_OUT", &out)
+        .env("VRAMLEDGER_RUN_ID", &run_id)
+        .spawn()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
+    // Ctrl-C reaches the command (same process group); vramledger waits for it to finish
+    // and still reports. Ignored only now, after the spawn, so the command does not inherit it.
+    // SAFETY: setting a signal disposition of this process.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("lost track of {program}: {e}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    let exit_code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    Ok(RunOutcome {
+        exit_code,
+        run_id,
+        out,
+    })
+}
