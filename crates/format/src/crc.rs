@@ -9,7 +9,11 @@ const fn make_tables() -> [[u32; 256]; 8] {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[0][i] = c;
@@ -59,7 +63,11 @@ mod tests {
         for &b in bytes {
             c ^= b as u32;
             for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
         }
         !c
@@ -69,7 +77,10 @@ mod tests {
     fn known_vector() {
         // The standard check value of CRC-32/ISO-HDLC.
         assert_eq!(super::update(0, b"123456789"), 0xCBF4_3926);
-        assert_eq!(super::update(super::update(0, b"1234"), b"56789"), 0xCBF4_3926);
+        assert_eq!(
+            super::update(super::update(0, b"1234"), b"56789"),
+            0xCBF4_3926
+        );
     }
 
     #[test]
@@ -79,7 +90,10 @@ mod tests {
             let d = &data[..len];
             assert_eq!(super::update(0, d), reference(d), "len {len}");
             let cut = len / 3;
-            assert_eq!(super::update(super::update(0, &d[..cut]), &d[cut..]), reference(d));
+            assert_eq!(
+                super::update(super::update(0, &d[..cut]), &d[cut..]),
+                reference(d)
+            );
         }
     }
 }
