@@ -116,6 +116,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     }
     let mut at = PREAMBLE_LEN;
     let mut header_seen = false;
+    // Most records are 104 bytes on disk: reserve once instead of growing.
+    j.events.reserve(bytes.len() / 104);
     while at + 8 <= bytes.len() {
         match decode_frame(&bytes[at..]) {
             Ok((PADDING_KIND, _, used)) => at += used,

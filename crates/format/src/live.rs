@@ -14,7 +14,8 @@
 //! It never allocates per event beyond its maps, never panics on odd sequences (an
 //! unknown free is ignored and counted), and knows nothing about stages.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::record::{Event, Kind, MemKind, Owner};
 use crate::Api;
@@ -65,17 +66,40 @@ struct Phys {
     maps: u32,
 }
 
+/// A fast hasher for addresses and handles (they are already well spread; SipHash's
+/// resistance to chosen keys buys nothing here and costs a third of a replay).
+#[derive(Default, Clone, Copy)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ (v >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        self.0 ^= self.0 >> 32;
+    }
+}
+
+type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+
 /// Physical state replayed from events.
 #[derive(Debug, Default, Clone)]
 pub struct LiveBooks {
-    blocks: BTreeMap<u64, Block>,
-    async_blocks: BTreeMap<u64, Block>,
-    handles: BTreeMap<u64, Phys>,
+    blocks: AddrMap<Block>,
+    async_blocks: AddrMap<Block>,
+    handles: AddrMap<Phys>,
     mappings: BTreeMap<u64, (u64, u64)>,
     reservations: BTreeMap<u64, (u64, i32)>,
-    host: BTreeMap<u64, Block>,
-    pools: BTreeMap<u64, Block>,
-    totals: BTreeMap<(i32, Owner, MemKind), u64>,
+    host: AddrMap<Block>,
+    pools: AddrMap<Block>,
+    // Few distinct keys (devices × owners × kinds): a short list beats any map.
+    totals: Vec<((i32, Owner, MemKind), u64)>,
     /// Frees, releases and unmaps of things these books never saw allocated.
     pub unknown_frees: u64,
 }
@@ -101,14 +125,18 @@ impl LiveBooks {
 
     fn add(&mut self, b: &Block, sign: i64) -> Delta {
         let key = (b.device, b.owner, b.mem);
-        let slot = self.totals.entry(key).or_insert(0);
+        let i = match self.totals.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.totals.push((key, 0));
+                self.totals.len() - 1
+            }
+        };
+        let slot = &mut self.totals[i].1;
         if sign > 0 {
             *slot = slot.saturating_add(b.size);
         } else {
             *slot = slot.saturating_sub(b.size);
-        }
-        if *slot == 0 {
-            self.totals.remove(&key);
         }
         Delta {
             device: b.device,
@@ -326,12 +354,22 @@ impl LiveBooks {
 
     /// Bytes held now, per (device, owner, memory kind); zero entries are omitted.
     pub fn totals(&self) -> impl Iterator<Item = ((i32, Owner, MemKind), u64)> + '_ {
-        self.totals.iter().map(|(&k, &v)| (k, v))
+        let mut sorted: Vec<((i32, Owner, MemKind), u64)> = self
+            .totals
+            .iter()
+            .copied()
+            .filter(|&(_, v)| v > 0)
+            .collect();
+        sorted.sort_by_key(|&(k, _)| k);
+        sorted.into_iter()
     }
 
     /// Bytes of `mem` held now by `owner` on `device`.
     pub fn held(&self, device: i32, owner: Owner, mem: MemKind) -> u64 {
-        self.totals.get(&(device, owner, mem)).copied().unwrap_or(0)
+        self.totals
+            .iter()
+            .find(|(k, _)| *k == (device, owner, mem))
+            .map_or(0, |&(_, v)| v)
     }
 
     /// Virtual address space reserved now (never VRAM), per device (-1 unknown).
@@ -381,6 +419,7 @@ impl LiveBooks {
             let b = p.block;
             out.push((h, true, b.device, b.owner, b.mem, b.size, b.module));
         }
+        out.sort_by_key(|x| (x.1, x.0));
         out
     }
 }

@@ -250,44 +250,34 @@ impl Event {
     /// Decodes a payload of `kind`. Payloads longer than this reader expects keep their
     /// known part; shorter ones are an error.
     pub fn decode(kind: u16, payload: &[u8]) -> Option<Event> {
-        if payload.len() < EVENT_FIXED_LEN {
-            return None;
-        }
-        let mut r = Reader { b: payload, at: 0 };
-        let t_ns = r.u64();
-        let tid = r.u32();
-        let device = r.u32() as i32;
-        let stage = r.u32();
-        let module = r.u32();
-        let owner = r.b[r.at];
-        let mem = r.b[r.at + 1];
-        r.at += 2;
-        let api = u16::from_le_bytes([r.b[r.at], r.b[r.at + 1]]);
-        r.at += 2;
-        let result = r.u32() as i32;
-        let flags = r.u32();
-        let _reserved = r.u32();
-        let (addr, size, handle) = (r.u64(), r.u64(), r.u64());
-        let (arg0, arg1, arg2) = (r.u64(), r.u64(), r.u64());
-        let text = String::from_utf8_lossy(&payload[EVENT_FIXED_LEN..]).into_owned();
+        let fixed: &[u8; EVENT_FIXED_LEN] = payload.get(..EVENT_FIXED_LEN)?.try_into().ok()?;
+        // Fixed offsets into a fixed-size array: no bounds check survives compilation.
+        let u32_at = |at: usize| {
+            u32::from_le_bytes([fixed[at], fixed[at + 1], fixed[at + 2], fixed[at + 3]])
+        };
+        let u64_at = |at: usize| u32_at(at) as u64 | (u32_at(at + 4) as u64) << 32;
+        let text = match &payload[EVENT_FIXED_LEN..] {
+            [] => String::new(),
+            rest => String::from_utf8_lossy(rest).into_owned(),
+        };
         Some(Event {
             kind,
-            t_ns,
-            tid,
-            device,
-            stage,
-            module,
-            owner,
-            mem,
-            api,
-            result,
-            flags,
-            addr,
-            size,
-            handle,
-            arg0,
-            arg1,
-            arg2,
+            t_ns: u64_at(0),
+            tid: u32_at(8),
+            device: u32_at(12) as i32,
+            stage: u32_at(16),
+            module: u32_at(20),
+            owner: fixed[24],
+            mem: fixed[25],
+            api: u16::from_le_bytes([fixed[26], fixed[27]]),
+            result: u32_at(28) as i32,
+            flags: u32_at(32),
+            addr: u64_at(40),
+            size: u64_at(48),
+            handle: u64_at(56),
+            arg0: u64_at(64),
+            arg1: u64_at(72),
+            arg2: u64_at(80),
             text,
         })
     }
@@ -308,29 +298,6 @@ impl Writer<'_> {
     }
     fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
-    }
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn u32(&mut self) -> u32 {
-        let v = u32::from_le_bytes([
-            self.b[self.at],
-            self.b[self.at + 1],
-            self.b[self.at + 2],
-            self.b[self.at + 3],
-        ]);
-        self.at += 4;
-        v
-    }
-    fn u64(&mut self) -> u64 {
-        let lo = self.u32() as u64;
-        let hi = self.u32() as u64;
-        lo | hi << 32
     }
 }
 
