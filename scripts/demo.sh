@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The no-GPU demo: build vramledger, build a PyTorch-shaped client program (tests/clients:
 # a fake cudart, a fake caching allocator "libc10_cuda.so", a fake cuBLAS), run it against
-# the workspace's fake driver under LD_PRELOAD=libvramledger.so, and print what was recorded.
+# the workspace's fake driver under `vramledger run` (LD_PRELOAD=libvramledger.so), and print
+# the report and every record.
 #
 #   scripts/demo.sh            # everything
 #   SKIP_CARGO=1 scripts/demo.sh
@@ -28,11 +29,10 @@ lib cublas.c libcublas.so.13
 "$CC" "${FLAGS[@]}" -o "$TMP/bin/torch_like" "$SRC/torch_like.c" \
     "$TMP/bin/libc10_cuda.so" "$TMP/bin/libcudart.so.13" -ldl -lpthread
 
-echo "== running a PyTorch-shaped program against the fake driver, under the preload"
-LD_LIBRARY_PATH="$TMP/driver" LD_PRELOAD="$REL/libvramledger.so" VRAMLEDGER_OUT="$TMP/out" \
-    "$TMP/bin/torch_like"
+echo "== vramledger run: a PyTorch-shaped program against the fake driver, under the preload"
+LD_LIBRARY_PATH="$TMP/driver" "$REL/vramledger" run --out "$TMP/out" -- "$TMP/bin/torch_like"
 echo
 for j in "$TMP"/out/*.vlj; do
-    echo "== what vramledger recorded: $(basename "$j")"
+    echo "== every record of $(basename "$j") (vramledger dump --text)"
     "$REL/vramledger" dump --text "$j"
 done
