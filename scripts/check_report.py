@@ -233,6 +233,12 @@ def program_usage(rank, recs):
     }
 
 
+def sources(stage):
+    """Where the library's boundary free values come from (sample / derived / unknown)."""
+    a, b = stage.get("start_free_source"), stage.get("end_free_source")
+    return "-" if a is None and b is None else "%s/%s" % (a, b)
+
+
 def usage_for(name, usage):
     for pat, val in usage.items():
         if matches(pat, name):
@@ -260,7 +266,8 @@ def check_rank_device(label, rank, dev, recs):
     usage = program_usage(rank, recs)
     head = ("  %-22s %9s %9s %10s %10s %10s %-8s" % ("stage", "start", "end", "delta", "program",
                                                       "diff", "source")
-            + "".join(" %8s" % OWNER_SHORT[o] for o in OWNERS) + "   engine(mem usage GiB)")
+            + "".join(" %8s" % OWNER_SHORT[o] for o in OWNERS)
+            + "   engine(mem usage GiB)   free start/end from")
     print("  GiB for start/end/delta/program/diff, MiB for owners")
     print(head)
     for s in stages:
@@ -274,7 +281,8 @@ def check_rank_device(label, rank, dev, recs):
             name, gib(as_int(s.get("start_free_bytes"))), gib(as_int(s.get("end_free_bytes"))),
             sgib(delta), sgib(prog), sgib(d), source if prog is not None else "")
             + "".join(" %8s" % mib(owner_bytes(s, o)) for o in OWNERS)
-            + "   %s" % ("-" if eng_usage is None else eng_usage))
+            + "   %s" % ("-" if eng_usage is None else eng_usage)
+            + "   %s" % sources(s))
 
     # The parsed engine figure against what the program printed (the parser, not the ledger).
     for s in stages:
@@ -352,6 +360,11 @@ def check_rank_device(label, rank, dev, recs):
             mib(as_int(live.get("total_bytes"))), json.dumps(live.get("by_owner"))))
     if dev.get("peak") is not None:
         print("  peak: %s" % json.dumps(dev.get("peak"))[:400])
+    mods = [m for m in (dev.get("modules") or []) if isinstance(m, dict)]
+    if mods:
+        print("  modules (peak MiB / live MiB at end): %s" % ", ".join(
+            "%s[%s] %s/%s" % (m.get("module"), m.get("owner"), mib(as_int(m.get("peak_bytes"))),
+                              mib(as_int(m.get("live_bytes")))) for m in mods[:10]))
 
 
 def main(argv):
@@ -463,6 +476,12 @@ def main(argv):
             print("")
             print("not a worker (no %s lines for its pid): pid %s %s"
                   % (PREFIX.strip(), p.get("pid"), str(p.get("cmdline"))[:120]))
+        report_warnings = report.get("warnings")
+        if report_warnings:
+            print("")
+            print("report warnings:")
+            for w in report_warnings if isinstance(report_warnings, list) else [report_warnings]:
+                print("  %s" % w)
         if report.get("cross_rank") is not None:
             print("")
             print("cross_rank: %s" % json.dumps(report.get("cross_rank"))[:2000])
