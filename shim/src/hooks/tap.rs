@@ -73,30 +73,39 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
         unsafe { *libc::__errno_location() = libc::EIO };
         return -1;
     };
-    let rc = unsafe { f(fd, buf, count) };
-    if (fd == 1 || fd == 2) && rc > 0 && !buf.is_null() {
+    // The prefilter reads the caller's bytes before the call (while they are still in cache);
+    // it changes nothing. Recording waits until after the call, on the bytes really written.
+    let tapped = if (fd == 1 || fd == 2) && !buf.is_null() && count > 0 {
         let m = mode();
-        if m != 3 {
-            // SAFETY: errno is thread-local; the caller must see the real write's errno.
-            let saved = unsafe { *libc::__errno_location() };
-            // SAFETY: the real write just read `rc` bytes from `buf`.
-            let bytes = unsafe { std::slice::from_raw_parts(buf as *const u8, rc as usize) };
-            observe((fd - 1) as usize, bytes, m == 2);
-            unsafe { *libc::__errno_location() = saved };
-        }
+        // SAFETY: the caller hands write(2) `count` readable bytes at `buf`.
+        m != 3 && needs_look(fd, unsafe { std::slice::from_raw_parts(buf as *const u8, count) }, m == 2)
+    } else {
+        false
+    };
+    let rc = unsafe { f(fd, buf, count) };
+    if tapped && rc > 0 {
+        // SAFETY: the real write just read `rc` ≤ `count` bytes from `buf`.
+        let bytes = unsafe { std::slice::from_raw_parts(buf as *const u8, rc as usize) };
+        look((fd - 1) as usize, bytes);
     }
     rc
 }
 
-/// Looks at what was written to stdout (0) or stderr (1).
+/// The fast path: false for a whole line that the prefilter rejects, with no partial line
+/// pending and no rule file (that is almost every write a server makes).
 #[inline]
-pub fn observe(which: usize, bytes: &[u8], with_rules: bool) {
+fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
     let ends_line = matches!(bytes.last(), Some(b'\n' | b'\r'));
-    if ends_line && !with_rules && !PENDING[which].load(Ordering::Relaxed) && !log::may_match(bytes)
-    {
-        return;
-    }
+    !ends_line || with_rules || PENDING[(fd - 1) as usize].load(Ordering::Relaxed) || log::may_match(bytes)
+}
+
+/// The slow path, after the write: lines are assembled and classified; `errno` is kept.
+#[cold]
+fn look(which: usize, bytes: &[u8]) {
+    // SAFETY: errno is thread-local; the caller must see the real write's errno.
+    let saved = unsafe { *libc::__errno_location() };
     guard::record(|| slow_path(which, bytes));
+    unsafe { *libc::__errno_location() = saved };
 }
 
 struct Found {
