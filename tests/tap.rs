@@ -108,6 +108,14 @@ fn sglang_lines_mark_every_stage_whole_or_split() {
 }
 
 #[test]
+fn the_tap_steps_aside_once_serving() {
+    // A second startup after the summary line is not followed: serving is the last stage.
+    let twice = format!("{SGLANG_STARTUP}{SGLANG_STARTUP}");
+    let j = run_writer("serving", &twice, 4096, 2, &[]);
+    assert_eq!(names(&j), EXPECTED);
+}
+
+#[test]
 fn rule_files_add_stages_for_other_engines() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("tap-rulefile-{}", std::process::id()));

@@ -7,6 +7,7 @@
 //! (`vramledger_engines::log`), per rank through a stage tracker; a rule file named by
 //! `VRAMLEDGER_RULES` adds stages for other engines. The tap's lock is never held across a
 //! driver call: transitions are collected under it and entered after. `errno` is preserved.
+//! Once the engine says it is serving, the grammar-only tap steps aside for good.
 
 #![allow(non_snake_case)]
 
@@ -78,7 +79,12 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
     let tapped = if (fd == 1 || fd == 2) && !buf.is_null() && count > 0 {
         let m = mode();
         // SAFETY: the caller hands write(2) `count` readable bytes at `buf`.
-        m != 3 && needs_look(fd, unsafe { std::slice::from_raw_parts(buf as *const u8, count) }, m == 2)
+        m != 3
+            && needs_look(
+                fd,
+                unsafe { std::slice::from_raw_parts(buf as *const u8, count) },
+                m == 2,
+            )
     } else {
         false
     };
@@ -96,7 +102,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
 #[inline]
 fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
     let ends_line = matches!(bytes.last(), Some(b'\n' | b'\r'));
-    !ends_line || with_rules || PENDING[(fd - 1) as usize].load(Ordering::Relaxed) || log::may_match(bytes)
+    !ends_line
+        || with_rules
+        || PENDING[(fd - 1) as usize].load(Ordering::Relaxed)
+        || log::may_match(bytes)
 }
 
 /// The slow path, after the write: lines are assembled and classified; `errno` is kept.
@@ -127,10 +136,15 @@ fn slow_path(which: usize, bytes: &[u8]) {
         let mut data = std::mem::take(&mut tap.carry[which]);
         data.extend_from_slice(bytes);
         let mut start = 0;
+        let grammar_only = tap.rules.is_none();
         for (i, &b) in data.iter().enumerate() {
             if b == b'\n' || b == b'\r' {
                 classify_line(&mut tap, &data[start..i], &mut found);
                 start = i + 1;
+                if grammar_only && found.last().is_some_and(|f| f.stage == log::stage::SERVING) {
+                    start = data.len(); // serving: nothing after it is looked at
+                    break;
+                }
             }
         }
         let rest = &data[start..];
@@ -147,6 +161,12 @@ fn slow_path(which: usize, bytes: &[u8]) {
             recorder::warning(&String::from_utf8_lossy(&f.line));
         } else {
             stages::enter(&f.stage, Api::VramledgerLogLine, f.numbers, &f.line);
+            if f.stage == log::stage::SERVING && MODE.load(Ordering::Relaxed) == 1 {
+                // The engine is serving: no startup line follows, and serving is when a
+                // server writes the most. The grammar-only tap steps aside (a rule file keeps
+                // it on; `vramledger_stage` always works).
+                MODE.store(3, Ordering::Relaxed);
+            }
         }
     }
 }
