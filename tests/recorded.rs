@@ -20,7 +20,15 @@ fn program_lines() -> BTreeMap<(u64, String), Value> {
     text.lines()
         .filter_map(|l| l.strip_prefix("VRAMLEDGER_SGLANG "))
         .map(|j| serde_json::from_str::<Value>(j).unwrap())
-        .map(|v| ((v["pid"].as_u64().unwrap(), v["line"].as_str().unwrap().to_string()), v))
+        .map(|v| {
+            (
+                (
+                    v["pid"].as_u64().unwrap(),
+                    v["line"].as_str().unwrap().to_string(),
+                ),
+                v,
+            )
+        })
         .collect()
 }
 
@@ -31,16 +39,38 @@ fn recorded_sglang_startup_balances_and_matches_the_engine() {
     assert!(journals.iter().all(|j| !j.corrupt && j.warnings.is_empty()));
     let books = ledger::build(&journals);
     let program = program_lines();
-    let workers: Vec<_> = books.processes.iter().filter(|p| !p.devices.is_empty()).collect();
-    assert_eq!(workers.iter().map(|p| p.rank).collect::<Vec<_>>(), [Some(0), Some(1)]);
+    let workers: Vec<_> = books
+        .processes
+        .iter()
+        .filter(|p| !p.devices.is_empty())
+        .collect();
+    assert_eq!(
+        workers.iter().map(|p| p.rank).collect::<Vec<_>>(),
+        [Some(0), Some(1)]
+    );
     for p in workers {
         let d = &p.devices[0];
         assert_eq!(d.device as u32, p.rank.unwrap());
         assert!(d.balanced(), "rank {:?}", p.rank);
         let names: Vec<&str> = d.stages.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(&names[..7], ["startup", "dist_init", "weight_load", "kv_pool", "post_kv_init", "graph_capture", "post_capture"]);
+        assert_eq!(
+            &names[..7],
+            [
+                "startup",
+                "dist_init",
+                "weight_load",
+                "kv_pool",
+                "post_kv_init",
+                "graph_capture",
+                "post_capture"
+            ]
+        );
         let stage = |n: &str| d.stages.iter().find(|s| s.name == n).unwrap();
-        let usage = |ev: &str| program[&(p.pid as u64, ev.to_string())]["mem_usage_bytes"].as_i64().unwrap();
+        let usage = |ev: &str| {
+            program[&(p.pid as u64, ev.to_string())]["mem_usage_bytes"]
+                .as_i64()
+                .unwrap()
+        };
         // Weight load and graph capture: bracketed by the same readings the engine took.
         assert_eq!(stage("weight_load").device_delta, usage("load_weight_end"));
         assert_eq!(stage("graph_capture").device_delta, usage("capture_end"));
@@ -54,12 +84,30 @@ fn recorded_sglang_startup_balances_and_matches_the_engine() {
         // What the hooks explain: the KV pool is PyTorch's, graph memory is in the private pool.
         let kv = stage("kv_pool");
         let kv_bytes = program[&(p.pid as u64, "kv_cache_allocated".to_string())].clone();
-        let k_plus_v = kv_bytes["k_bytes"].as_i64().unwrap_or(0) + kv_bytes["v_bytes"].as_i64().unwrap_or(0);
-        assert!(kv.by_owner.get(vramledger_format::Owner::Torch) >= k_plus_v, "{kv_bytes}");
-        assert!(stage("graph_capture").by_owner.get(vramledger_format::Owner::TorchGraphPool) > 0);
-        assert!(stage("dist_init").by_owner.get(vramledger_format::Owner::Nccl) > 0);
+        let k_plus_v =
+            kv_bytes["k_bytes"].as_i64().unwrap_or(0) + kv_bytes["v_bytes"].as_i64().unwrap_or(0);
+        assert!(
+            kv.by_owner.get(vramledger_format::Owner::Torch) >= k_plus_v,
+            "{kv_bytes}"
+        );
+        assert!(
+            stage("graph_capture")
+                .by_owner
+                .get(vramledger_format::Owner::TorchGraphPool)
+                > 0
+        );
+        assert!(
+            stage("dist_init")
+                .by_owner
+                .get(vramledger_format::Owner::Nccl)
+                > 0
+        );
     }
     // Both ranks saw the same minimum after distributed init, as SGLang requires.
-    let dist = books.cross_rank.iter().find(|s| s.name == "dist_init").unwrap();
+    let dist = books
+        .cross_rank
+        .iter()
+        .find(|s| s.name == "dist_init")
+        .unwrap();
     assert!(dist.ranks.iter().all(|r| !r.unbalanced));
 }
