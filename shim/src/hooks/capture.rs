@@ -8,7 +8,7 @@ use std::ffi::{c_uint, c_void};
 
 use vramledger_format::{Api, Kind};
 
-use super::{missing, real};
+use super::{forward, missing, real};
 use crate::attribution;
 use crate::ffi::*;
 use crate::guard;
@@ -46,54 +46,9 @@ fn ended(api: Api, rc: CUresult, stream: CUstream) {
     });
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuStreamBeginCapture(stream: CUstream) -> CUresult {
-    crate::note_entry!();
-    let api = Api::cuStreamBeginCapture;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUstream) -> CUresult) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream) };
-    begun(api, rc, stream, MODE_GLOBAL);
-    rc
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(stream: CUstream) -> CUresult {
-    crate::note_entry!();
-    let api = Api::cuStreamBeginCapture_ptsz;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUstream) -> CUresult) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream) };
-    begun(api, rc, stream, MODE_GLOBAL);
-    rc
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuStreamBeginCapture_v2(stream: CUstream, mode: c_uint) -> CUresult {
-    crate::note_entry!();
-    let api = Api::cuStreamBeginCapture_v2;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUstream, c_uint) -> CUresult) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream, mode) };
-    begun(api, rc, stream, mode);
-    rc
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(stream: CUstream, mode: c_uint) -> CUresult {
-    crate::note_entry!();
-    let api = Api::cuStreamBeginCapture_v2_ptsz;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUstream, c_uint) -> CUresult) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream, mode) };
-    begun(api, rc, stream, mode);
-    rc
-}
-
+type BeginFn = unsafe extern "C" fn(CUstream) -> CUresult;
+type BeginModeFn = unsafe extern "C" fn(CUstream, c_uint) -> CUresult;
+type EndFn = unsafe extern "C" fn(CUstream, *mut CUgraph) -> CUresult;
 type ToGraphFn = unsafe extern "C" fn(
     CUstream,
     *mut c_void,
@@ -104,6 +59,38 @@ type ToGraphFn = unsafe extern "C" fn(
 ) -> CUresult;
 
 #[no_mangle]
+pub unsafe extern "C" fn cuStreamBeginCapture(stream: CUstream) -> CUresult {
+    let api = Api::cuStreamBeginCapture;
+    let rc = forward!(api, BeginFn, stream);
+    begun(api, rc, stream, MODE_GLOBAL);
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamBeginCapture_ptsz(stream: CUstream) -> CUresult {
+    let api = Api::cuStreamBeginCapture_ptsz;
+    let rc = forward!(api, BeginFn, stream);
+    begun(api, rc, stream, MODE_GLOBAL);
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamBeginCapture_v2(stream: CUstream, mode: c_uint) -> CUresult {
+    let api = Api::cuStreamBeginCapture_v2;
+    let rc = forward!(api, BeginModeFn, stream, mode);
+    begun(api, rc, stream, mode);
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamBeginCapture_v2_ptsz(stream: CUstream, mode: c_uint) -> CUresult {
+    let api = Api::cuStreamBeginCapture_v2_ptsz;
+    let rc = forward!(api, BeginModeFn, stream, mode);
+    begun(api, rc, stream, mode);
+    rc
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(
     stream: CUstream,
     graph: *mut c_void,
@@ -112,12 +99,8 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph(
     num_deps: usize,
     mode: c_uint,
 ) -> CUresult {
-    crate::note_entry!();
     let api = Api::cuStreamBeginCaptureToGraph;
-    let Some(f) = real!(api, ToGraphFn) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream, graph, deps, edge_data, num_deps, mode) };
+    let rc = forward!(api, ToGraphFn, stream, graph, deps, edge_data, num_deps, mode);
     begun(api, rc, stream, mode);
     rc
 }
@@ -131,27 +114,16 @@ pub unsafe extern "C" fn cuStreamBeginCaptureToGraph_ptsz(
     num_deps: usize,
     mode: c_uint,
 ) -> CUresult {
-    crate::note_entry!();
     let api = Api::cuStreamBeginCaptureToGraph_ptsz;
-    let Some(f) = real!(api, ToGraphFn) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream, graph, deps, edge_data, num_deps, mode) };
+    let rc = forward!(api, ToGraphFn, stream, graph, deps, edge_data, num_deps, mode);
     begun(api, rc, stream, mode);
     rc
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph) -> CUresult {
-    crate::note_entry!();
     let api = Api::cuStreamEndCapture;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(CUstream, *mut CUgraph) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream, graph) };
+    let rc = forward!(api, EndFn, stream, graph);
     ended(api, rc, stream);
     rc
 }
@@ -161,15 +133,8 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(
     stream: CUstream,
     graph: *mut CUgraph,
 ) -> CUresult {
-    crate::note_entry!();
     let api = Api::cuStreamEndCapture_ptsz;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(CUstream, *mut CUgraph) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(stream, graph) };
+    let rc = forward!(api, EndFn, stream, graph);
     ended(api, rc, stream);
     rc
 }

@@ -29,6 +29,19 @@ macro_rules! real {
 }
 pub(crate) use real;
 
+/// Calls the real `api` (C signature `ty`) with the caller's arguments; when it cannot be
+/// found, returns from the hook with [`missing`]'s code.
+macro_rules! forward {
+    ($api:expr, $ty:ty, $($arg:expr),* $(,)?) => {{
+        match $crate::hooks::real!($api, $ty) {
+            // SAFETY: the caller's own arguments, passed on unchanged.
+            Some(f) => unsafe { f($($arg),*) },
+            None => return $crate::hooks::missing($api),
+        }
+    }};
+}
+pub(crate) use forward;
+
 /// What a hook returns when the real function cannot be found at all (never expected:
 /// the caller reached the hook through the library that defines it).
 #[cold]
