@@ -50,6 +50,53 @@ enum Command {
         /// Show bytes instead of GiB.
         #[arg(long)]
         bytes: bool,
+        /// One self-contained HTML page (tables, timeline SVG); needs -o.
+        #[arg(long, requires = "output", conflicts_with = "json")]
+        html: bool,
+        /// Write the report to FILE instead of stdout (never over an existing file without --force).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace FILE if it exists.
+        #[arg(long, requires = "output")]
+        force: bool,
+    },
+    /// Compare two runs: owner × stage × device, live and peak, modules, stage durations.
+    Diff {
+        /// A run folder, a journal, or a report from `vramledger report --json`.
+        a: PathBuf,
+        /// The same kinds as A.
+        b: PathBuf,
+        /// JSON (schema vramledger.diff/1) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Show exact bytes instead of GiB/MiB.
+        #[arg(long)]
+        bytes: bool,
+    },
+    /// Exit 1 when CURRENT drifted from a baseline beyond a tolerance, or exceeds a budget.
+    Check {
+        /// The baseline: a run folder, a journal, or a report from `vramledger report --json`
+        /// (optional when --budgets is given).
+        #[arg(long, value_name = "BASE", required_unless_present = "budgets")]
+        baseline: Option<PathBuf>,
+        /// The run to check (same kinds as BASE).
+        current: PathBuf,
+        /// How far a figure may move: 64MiB, 1.5GiB, 512KiB, 100MB (decimal), 12345 (bytes),
+        /// or 2% of the baseline figure [default: 64MiB]. Given twice (bytes and percent), a
+        /// figure drifts only when it exceeds both.
+        #[arg(
+            long,
+            value_name = "SIZE|PERCENT",
+            value_parser = crate::size_arg::parse_tolerance,
+            allow_hyphen_values = true
+        )]
+        tolerance: Vec<crate::size_arg::Tolerance>,
+        /// A JSON file of memory budgets (docs/budgets.md).
+        #[arg(long, value_name = "FILE")]
+        budgets: Option<PathBuf>,
+        /// Show exact bytes instead of GiB/MiB.
+        #[arg(long)]
+        bytes: bool,
     },
     /// Print every record of a journal as JSON lines.
     Dump {
@@ -72,7 +119,39 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Dump { journal, text } => dump(&journal, text),
-        Command::Report { path, json, bytes } => report(&path, json, bytes, None),
+        Command::Report {
+            path,
+            json,
+            bytes,
+            html,
+            output: Some(out),
+            force,
+        } => {
+            use crate::report_file::{command, Format};
+            let format = match (html, json) {
+                (true, _) => Format::Html,
+                (_, true) => Format::Json,
+                _ => Format::Text,
+            };
+            command(&path, format, bytes, &out, force)
+        }
+        Command::Report {
+            path, json, bytes, ..
+        } => report(&path, json, bytes, None),
+        Command::Diff { a, b, json, bytes } => crate::diff::command(&a, &b, json, bytes),
+        Command::Check {
+            baseline,
+            current,
+            tolerance,
+            budgets,
+            bytes,
+        } => crate::check::command(
+            baseline.as_deref(),
+            &current,
+            &tolerance,
+            budgets.as_deref(),
+            bytes,
+        ),
         Command::Run { out, json, command } => run_command(out, json, command),
     }
 }

@@ -3,12 +3,21 @@
 //! - [`journal`]: reads the per-process journals written by `libvramledger.so`;
 //! - [`ledger`]: journals replayed into owner × stage books, balanced against free memory;
 //! - [`output`]: each output format, a pure function of the books;
+//! - [`diff`], [`check`], [`budgets`]: two runs compared, drift and budgets for CI;
+//! - [`timeline`]: memory per owner over time (the HTML report's chart);
 //! - [`cli`]: argument parsing and exit codes only.
 
 pub use vramledger_format as format;
 
+pub mod budgets;
+pub mod check;
 pub mod cli;
+pub mod diff;
 pub mod journal;
 pub mod ledger;
 pub mod output;
+pub mod report_file;
+pub mod report_input;
 pub mod run;
+pub mod size_arg;
+pub mod timeline;

@@ -1,5 +1,8 @@
 //! Outputs: each turns journals or books into bytes; none touches files.
 
+pub mod diff_json;
+pub mod diff_text;
 pub mod dump;
+pub mod html;
 pub mod report_json;
 pub mod report_text;

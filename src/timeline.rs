@@ -1,0 +1,267 @@
+//! Memory over time: one journal replayed into, per device, the bytes each owner held after
+//! every event that changed physical memory, the free-memory readings, and the stages as
+//! time bands. Pure: journal in, timelines out (no I/O).
+//!
+//! The replay is the ledger's (see [`crate::ledger::process`]): [`LiveBooks`] decides what
+//! each event changes physically; a context event adds the bytes NVML measured around the
+//! context's creation to `context`. Long journals are downsampled to at most `max_points`
+//! points per device, keeping in every time bucket the point with the most bytes held (so
+//! peaks survive) and the bucket's last point (so the level carried forward is exact).
+
+use vramledger_format::{Kind, LiveBooks, MemKind, Owner};
+
+use crate::journal::Journal;
+use crate::ledger::OwnerBytes;
+
+/// The owners a timeline stacks, bottom to top (`unattributed` is never held).
+pub const STACK: [Owner; 6] = [
+    Owner::Context,
+    Owner::Torch,
+    Owner::TorchGraphPool,
+    Owner::Nccl,
+    Owner::Direct,
+    Owner::Vmm,
+];
+
+/// Bytes held per owner from `t_ns` until the next point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub t_ns: u64,
+    pub held: OwnerBytes,
+}
+
+impl Point {
+    /// Bytes held by every owner together.
+    pub fn total(&self) -> i64 {
+        self.held.hooked()
+    }
+}
+
+/// A free-memory reading of the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreeReading {
+    pub t_ns: u64,
+    pub free: u64,
+}
+
+/// A stage as a band of time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Band {
+    pub name: String,
+    pub start_t_ns: u64,
+    pub end_t_ns: u64,
+}
+
+/// The timeline of one device of one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceTimeline {
+    pub device: i32,
+    /// The process's first and last event (CLOCK_MONOTONIC).
+    pub t0: u64,
+    pub t1: u64,
+    /// Starts with nothing held at `t0`.
+    pub points: Vec<Point>,
+    pub free: Vec<FreeReading>,
+    /// The process's stages (shared by its devices).
+    pub bands: Vec<Band>,
+}
+
+impl DeviceTimeline {
+    /// The most bytes held at any point.
+    pub fn max_total(&self) -> i64 {
+        self.points.iter().map(Point::total).max().unwrap_or(0)
+    }
+}
+
+struct Dev {
+    device: i32,
+    held: OwnerBytes,
+    points: Vec<Point>,
+    free: Vec<FreeReading>,
+}
+
+fn dev(devs: &mut Vec<Dev>, device: i32, t0: u64) -> &mut Dev {
+    let i = match devs.iter().position(|d| d.device == device) {
+        Some(i) => i,
+        None => {
+            devs.push(Dev {
+                device,
+                held: OwnerBytes::default(),
+                points: vec![Point {
+                    t_ns: t0,
+                    held: OwnerBytes::default(),
+                }],
+                free: Vec::new(),
+            });
+            devs.len() - 1
+        }
+    };
+    &mut devs[i]
+}
+
+/// The stages of a journal as bands between `t0` and `t1`; before the first stage marker the
+/// stage is `startup`.
+fn bands(j: &Journal, t0: u64, t1: u64) -> Vec<Band> {
+    let mut marks: Vec<(String, u64)> = Vec::new();
+    for e in &j.events {
+        if e.kind() == Some(Kind::Stage) {
+            let name = e.text.lines().next().unwrap_or("").to_string();
+            marks.push((name, e.t_ns.clamp(t0, t1)));
+        }
+    }
+    // Events before the first marker belong to `startup` (as in the ledger): a leading
+    // `startup` marker opens the band at the first event.
+    match marks.first_mut() {
+        Some((name, t)) if name == "startup" => *t = t0,
+        Some((_, t)) if *t <= t0 => {}
+        _ => marks.insert(0, ("startup".to_string(), t0)),
+    }
+    (0..marks.len())
+        .map(|i| Band {
+            name: marks[i].0.clone(),
+            start_t_ns: marks[i].1,
+            end_t_ns: marks.get(i + 1).map_or(t1, |m| m.1),
+        })
+        .collect()
+}
+
+/// Replays a journal into one timeline per device (by ordinal), each downsampled to at most
+/// `max_points` points (and as many free readings).
+pub fn replay(j: &Journal, max_points: usize) -> Vec<DeviceTimeline> {
+    let t0 = j
+        .events
+        .iter()
+        .map(|e| e.t_ns)
+        .filter(|&t| t > 0)
+        .min()
+        .unwrap_or(0);
+    let t1 = j.events.iter().map(|e| e.t_ns).max().unwrap_or(t0).max(t0);
+    let mut books = LiveBooks::new();
+    let mut devs: Vec<Dev> = Vec::new();
+    for e in &j.events {
+        let t = e.t_ns.clamp(t0, t1);
+        match e.kind() {
+            Some(Kind::MemInfo) | Some(Kind::NvmlSample) if e.device >= 0 => {
+                dev(&mut devs, e.device, t0).free.push(FreeReading {
+                    t_ns: t,
+                    free: e.arg0,
+                });
+            }
+            Some(Kind::Context) if e.device >= 0 && e.size > 0 && e.result == 0 => {
+                let d = dev(&mut devs, e.device, t0);
+                d.held.add(Owner::Context, e.size as i64);
+                d.points.push(Point {
+                    t_ns: t,
+                    held: d.held,
+                });
+            }
+            _ => {}
+        }
+        let Some(delta) = books.apply(e) else {
+            continue;
+        };
+        if delta.mem == MemKind::Device && delta.device >= 0 && delta.bytes != 0 {
+            let d = dev(&mut devs, delta.device, t0);
+            d.held.add(delta.owner, delta.bytes);
+            d.points.push(Point {
+                t_ns: t,
+                held: d.held,
+            });
+        }
+    }
+    let bands = bands(j, t0, t1);
+    let mut out: Vec<DeviceTimeline> = devs
+        .into_iter()
+        .map(|d| DeviceTimeline {
+            device: d.device,
+            t0,
+            t1,
+            points: downsample(&d.points, max_points, t0, t1, |p| p.t_ns, |p| p.total()),
+            free: downsample(
+                &d.free,
+                max_points,
+                t0,
+                t1,
+                |r| r.t_ns,
+                |r| -(r.free as i64),
+            ),
+            bands: bands.clone(),
+        })
+        .collect();
+    out.sort_by_key(|d| d.device);
+    out
+}
+
+/// At most `max` items of a time series: per time bucket, the item where `weight` is
+/// largest and the bucket's last item, in time order; the first item is always kept.
+pub fn downsample<T: Copy>(
+    items: &[T],
+    max: usize,
+    t0: u64,
+    t1: u64,
+    time: impl Fn(&T) -> u64,
+    weight: impl Fn(&T) -> i64,
+) -> Vec<T> {
+    let max = max.max(4);
+    if items.len() <= max {
+        return items.to_vec();
+    }
+    let buckets = (max - 1) / 2;
+    let span = (t1 - t0).max(1) as u128;
+    let bucket = |t: u64| {
+        ((t.saturating_sub(t0) as u128 * buckets as u128) / span).min(buckets as u128 - 1) as usize
+    };
+    let mut keep = vec![false; items.len()];
+    keep[0] = true;
+    let mut i = 1;
+    while i < items.len() {
+        let b = bucket(time(&items[i]));
+        let mut best = i;
+        let mut j = i;
+        while j < items.len() && bucket(time(&items[j])) == b {
+            if weight(&items[j]) > weight(&items[best]) {
+                best = j;
+            }
+            j += 1;
+        }
+        keep[best] = true;
+        keep[j - 1] = true;
+        i = j;
+    }
+    items
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(x, _)| *x)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn downsampling_keeps_peaks_and_levels() {
+        // A sawtooth: 10 000 points; one spike in the middle.
+        let pts: Vec<(u64, i64)> = (0..10_000u64)
+            .map(|t| {
+                (
+                    t,
+                    if t == 5_000 {
+                        1_000_000
+                    } else {
+                        (t % 100) as i64
+                    },
+                )
+            })
+            .collect();
+        let d = downsample(&pts, 1000, 0, 9_999, |p| p.0, |p| p.1);
+        assert!(d.len() <= 1000, "{}", d.len());
+        assert_eq!(d[0], (0, 0));
+        assert!(d.contains(&(5_000, 1_000_000)));
+        assert_eq!(*d.last().unwrap(), (9_999, 99));
+        assert!(d.windows(2).all(|w| w[0].0 < w[1].0));
+        let few = downsample(&pts[..10], 1000, 0, 9, |p| p.0, |p| p.1);
+        assert_eq!(few.len(), 10);
+    }
+}
