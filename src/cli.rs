@@ -98,6 +98,8 @@ enum Command {
         #[arg(long)]
         bytes: bool,
     },
+    /// Re-run SGLang's (or vLLM's) KV-cache sizing on measured memory: reproduce, explain, what-if.
+    Size(Box<crate::sizing_cli::SizeArgs>),
     /// Print every record of a journal as JSON lines.
     Dump {
         /// A journal file (*.vlj).
@@ -119,6 +121,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Dump { journal, text } => dump(&journal, text),
+        Command::Size(args) => crate::sizing_cli::main(&args),
         Command::Report {
             path,
             json,

@@ -20,4 +20,5 @@ pub mod report_file;
 pub mod report_input;
 pub mod run;
 pub mod size_arg;
+pub mod sizing_cli;
 pub mod timeline;

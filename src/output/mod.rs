@@ -6,3 +6,5 @@ pub mod dump;
 pub mod html;
 pub mod report_json;
 pub mod report_text;
+pub mod size_json;
+pub mod size_text;

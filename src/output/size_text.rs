@@ -1,0 +1,439 @@
+//! `vramledger size` as readable text: where each number came from, the breakdown from the
+//! baseline to the token count, the reproduction check, the run-time need after the pool, and
+//! the what-ifs.
+
+use std::fmt::Write;
+
+use vramledger_engines::sizing::pyfloat::GIB;
+
+use crate::sizing_cli::inputs::Sourced;
+use crate::sizing_cli::vllm::VllmReport;
+use crate::sizing_cli::{DefaultsReport, SglangReport, SizeReport};
+
+fn gib(bytes: i64) -> String {
+    format!("{:.3} GiB", bytes as f64 / GIB)
+}
+
+fn src<T: std::fmt::Display>(s: &Sourced<T>) -> String {
+    format!("{} ({}: {})", s.value, s.origin.name(), s.detail)
+}
+
+fn signed(n: i64) -> String {
+    if n >= 0 {
+        format!("+{n}")
+    } else {
+        n.to_string()
+    }
+}
+
+fn defaults_line(out: &mut String, d: &DefaultsReport) {
+    let x = &d.defaults;
+    let _ = writeln!(
+        out,
+        "  SGLang {} defaults for {} MiB, tp {}: mem_fraction_static {}{}, chunked_prefill_size {}, cuda_graph_max_bs {}",
+        d.layout.release(),
+        d.gpu_mem_mib.value,
+        d.tp,
+        x.mem_fraction_static,
+        x.reserved_mb
+            .map(|r| format!(" (reserved {r} MB)"))
+            .unwrap_or_default(),
+        x.chunked_prefill_size,
+        x.cuda_graph_max_bs
+            .map_or("unset".to_string(), |b| b.to_string()),
+    );
+    let _ = writeln!(out, "    capacity: {}", d.gpu_mem_mib.detail);
+    if let Some((cap, f)) = &d.alternative {
+        let _ = writeln!(
+            out,
+            "    other recorded capacity {} MiB ({}) would give {f}",
+            cap.value, cap.detail
+        );
+    }
+}
+
+fn sglang(out: &mut String, r: &SglangReport) {
+    let res = &r.result;
+    let s = &r.settings;
+    let _ = writeln!(
+        out,
+        "SGLang KV sizing, layout {}: {}",
+        r.layout.value, r.layout.detail
+    );
+    let _ = writeln!(out, "  measured: {}", r.measured.origin);
+    let g = &r.model.geometry;
+    let _ = writeln!(
+        out,
+        "  model: {} ({}), {} layers",
+        g.architectures.first().map_or("?", String::as_str),
+        r.model.path,
+        g.num_hidden_layers
+    );
+    let _ = writeln!(out, "  cell: {} B/token = {}", r.cell_bytes, r.cell_text);
+    let _ = writeln!(
+        out,
+        "  tp {}; page_size {}; kv_cache_dtype {}",
+        src(&s.tp),
+        src(&s.page_size),
+        r.kv_dtype
+    );
+    let _ = writeln!(out, "  context length {}", src(&r.context_len));
+    if let Some(m) = &s.max_total_tokens {
+        let _ = writeln!(out, "  max_total_tokens {}", src(m));
+    }
+    let _ = writeln!(out, "  mem_fraction_static {}", src(&r.mem_fraction_static));
+    if r.runner_fraction != r.mem_fraction_static.value {
+        let _ = writeln!(out, "    the 0.4.x model runner uses {}", r.runner_fraction);
+    }
+    if let Some(d) = &r.defaults {
+        defaults_line(out, d);
+    }
+    let f = r.runner_fraction;
+    let exact = r.measured.exact;
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  baseline (pre)            {:>14}  {}",
+        gib(r.pre_bytes),
+        r.measured.pre_detail
+    );
+    let _ = writeln!(
+        out,
+        "  weights (pre − available) {:>14}  available {} ({})",
+        gib(r.pre_bytes - r.available_bytes),
+        gib(r.available_bytes),
+        r.measured.avail_detail
+    );
+    let _ = writeln!(
+        out,
+        "  static budget pre × f     {:>14}  f = {f}",
+        gib(r.static_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "  headroom pre × (1 − f)    {:>14}  kept for graphs, activations, NCCL, workspaces",
+        gib(r.headroom_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "  rest for KV               {:>14}  available − headroom",
+        gib(res.budget_bytes)
+    );
+    let mut tokens = format!(
+        "  tokens                    {:>14}  profiled {} = rest / {} B",
+        res.tokens, res.profiled_tokens, r.cell_bytes
+    );
+    if let Some(m) = &s.max_total_tokens {
+        if m.value < res.profiled_tokens {
+            let _ = write!(tokens, ", capped by max_total_tokens {}", m.value);
+        }
+    }
+    if let Some(st) = res.swa_tokens {
+        let _ = write!(tokens, "; sliding-window pool {st}");
+    }
+    let _ = writeln!(out, "{tokens}");
+    let _ = writeln!(
+        out,
+        "  KV bytes                  {:>14}  max_running_requests {}",
+        gib(r.kv_bytes),
+        res.max_running_requests
+    );
+    if exact {
+        let _ = writeln!(out, "  exact bytes: tolerance 0 tokens");
+    } else if let Some((lo, hi)) = &r.bounds {
+        let _ = writeln!(
+            out,
+            "  printed to 0.01 GiB: tolerance ±{} tokens (tokens in [{}, {}]; pre ±{} GiB, available ±{} GiB)",
+            r.tolerance_tokens, lo.tokens, hi.tokens, r.measured.pre_err_gib, r.measured.avail_err_gib
+        );
+    }
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "reproduced",
+        Some(false) => "NOT reproduced",
+        None => "",
+    };
+    if let Some((t, from)) = &r.observed_tokens {
+        let _ = writeln!(out, "  observed {t} ({from}): {}", verdict(r.reproduced));
+    } else if let Some((p, from)) = &r.observed_profiled {
+        let _ = writeln!(
+            out,
+            "  observed profiled {p} ({from}): {}",
+            verdict(r.reproduced)
+        );
+    } else if let Some((e, _)) = &r.observed_failure {
+        let _ = writeln!(
+            out,
+            "  observed a startup failure ({e}): {}",
+            verdict(r.reproduced)
+        );
+    }
+    if let Some((lo, hi)) = r.implied_fraction {
+        let _ = writeln!(
+            out,
+            "    with these free-memory figures the observed count implies an effective {}fraction in [{lo:.6}, {hi:.6})",
+            if r.runner_fraction != r.mem_fraction_static.value { "runner " } else { "" }
+        );
+    }
+    if let Some(e) = &res.error {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  DOES NOT FIT: {}", e.message);
+        let _ = writeln!(out, "    {}", e.inequality);
+        match r.smallest_fraction {
+            Some(f) => {
+                let _ = writeln!(out, "    smallest mem_fraction_static that fits: {f}");
+            }
+            None => {
+                let _ = writeln!(out, "    no mem_fraction_static up to 1.0 fits: the weights leave no room for one page");
+            }
+        }
+    }
+    if let Some(rt) = &r.runtime {
+        let a = &rt.after;
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "run time after the KV pool ({}, {}):",
+            a.rank,
+            if a.exact {
+                "measured"
+            } else {
+                "from printed avail mem"
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  free after the pool {}; lowest after it {}: {} taken beyond the pool",
+            gib(a.pool_end_free_bytes),
+            gib(a.low_free_bytes),
+            gib(a.need_bytes)
+        );
+        for st in &a.stages {
+            let owners: Vec<String> = st
+                .owners
+                .iter()
+                .map(|(o, b)| format!("{o} {:.3}", *b as f64 / GIB))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    {:<24} {:>12}  ({})",
+                st.name,
+                gib(st.delta_bytes),
+                owners.join(", ")
+            );
+        }
+        let share = if rt.headroom_bytes > 0 {
+            format!(
+                "{:.1}%",
+                100.0 * a.need_bytes as f64 / rt.headroom_bytes as f64
+            )
+        } else {
+            "all".into()
+        };
+        let _ = writeln!(
+            out,
+            "  headroom kept pre × (1 − f) {}: the run-time need used {share} of it",
+            gib(rt.headroom_bytes)
+        );
+    }
+    let any_what_if =
+        r.recommendation.is_some() || !r.post_capture.is_empty() || !r.what_ifs.is_empty();
+    if any_what_if {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "what if:");
+    }
+    if let Some(rec) = &r.recommendation {
+        match rec.value {
+            Some(v) => {
+                let mut line = format!(
+                    "  recommended mem_fraction_static {v}: keeps the need {} + margin {} free; {} tokens ({})",
+                    gib(rec.need_bytes),
+                    gib(rec.margin_bytes),
+                    rec.tokens.unwrap_or(0),
+                    signed(rec.token_change.unwrap_or(0))
+                );
+                if let (Some(u), Some(c)) = (rec.uncapped_tokens, rec.uncapped_token_change) {
+                    let _ = write!(
+                        line,
+                        "; max_total_tokens caps it, without the cap {u} ({} vs the profiled {})",
+                        signed(c),
+                        res.profiled_tokens
+                    );
+                }
+                let _ = writeln!(out, "{line}");
+                let _ = writeln!(out, "    {}", rec.note);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  recommended mem_fraction_static: none ({})",
+                    rec.note
+                );
+            }
+        }
+    }
+    for p in &r.post_capture {
+        let _ = writeln!(
+            out,
+            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}",
+            p.layout.release(),
+            if p.exact { "" } else { ", printed values" },
+            p.mem_fraction_static.value,
+            p.mem_fraction_static.detail,
+            gib(p.free_after_capture_bytes),
+            gib(p.headroom_bytes),
+            p.backed_bytes,
+            gib(p.budget_bytes),
+            p.budget_tokens,
+            p.tokens,
+            signed(p.token_change),
+            p.pre_capture_tokens,
+            p.max_running_requests
+        );
+    }
+    for w in &r.what_ifs {
+        let mut line = format!("  {} (f {}):", w.change, w.mem_fraction_static);
+        if let (Some(t), Some(c)) = (w.tokens, w.token_change) {
+            let _ = write!(line, " {t} tokens ({}), cell {} B", signed(c), w.cell_bytes);
+        }
+        if let (Some(t), Some(p)) = (w.tokens, w.profiled_tokens) {
+            if p != t {
+                let _ = write!(line, ", profiled {p}");
+            }
+        }
+        if let Some(m) = w.max_running_requests {
+            let _ = write!(line, ", max_running_requests {m}");
+        }
+        if let Some(u) = &w.unavailable {
+            let _ = write!(line, " not computed: {u}");
+        }
+        if let Some(e) = &w.error {
+            let _ = write!(line, "; DOES NOT FIT: {e}");
+            if let Some(f) = w.smallest_mem_fraction_static {
+                let _ = write!(line, " (smallest fraction that fits: {f})");
+            }
+        }
+        let _ = writeln!(out, "{line}");
+        if let Some(a) = &w.assumption {
+            let _ = writeln!(out, "    assumes: {a}");
+        }
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "notes:");
+        for n in &r.notes {
+            let _ = writeln!(out, "  - {n}");
+        }
+    }
+}
+
+fn vllm(out: &mut String, r: &VllmReport) {
+    let res = &r.result;
+    let _ = writeln!(
+        out,
+        "vLLM KV budget, {} worker{} (from {}); startup {} of {}",
+        r.generation,
+        r.version
+            .as_ref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default(),
+        r.generation_reason,
+        r.attempt,
+        r.attempts
+    );
+    let _ = writeln!(
+        out,
+        "  block: {} tokens × {} B/token ({} layers, {}-byte KV), tp {}",
+        r.block_size,
+        r.bytes_per_token,
+        r.layers,
+        r.dtype_size,
+        src(&r.tp)
+    );
+    let _ = writeln!(out, "  max_model_len {}", src(&r.max_model_len));
+    if let Some(u) = &r.utilization {
+        let _ = writeln!(out, "  gpu_memory_utilization {}", src(u));
+    }
+    if let Some(t) = r.total_bytes {
+        let _ = writeln!(
+            out,
+            "  total {} × utilization = {} requested; non-KV {}",
+            gib(t as i64),
+            gib(res.requested_bytes as i64),
+            gib(res.non_kv_cache_bytes)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  available for KV {}: {} blocks (in [{}, {}] for ±0.005 GiB) = {} tokens, tolerance ±{} tokens",
+        gib(res.available_kv_cache_bytes as i64),
+        res.num_gpu_blocks,
+        r.blocks_low,
+        r.blocks_high,
+        r.tokens,
+        r.tolerance_tokens
+    );
+    if r.total_bytes.is_some() {
+        let _ = writeln!(out, "  CPU blocks (4 GiB swap): {}", res.num_cpu_blocks);
+    }
+    let _ = writeln!(out, "  max concurrency {:.2}x", res.max_concurrency);
+    if let (Some(b), Some(src)) = (r.observed_blocks, &r.observed_source) {
+        let _ = writeln!(
+            out,
+            "  observed {b} blocks ({src}): {}",
+            if r.reproduced == Some(true) {
+                "reproduced"
+            } else {
+                "NOT reproduced"
+            }
+        );
+    }
+    if let Some(e) = &res.error {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  DOES NOT FIT: {}", e.message);
+        match e.smallest_working_utilization {
+            Some(u) => {
+                let _ = writeln!(out, "    smallest gpu_memory_utilization that fits: {u}");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "    smallest gpu_memory_utilization: unknown (or none up to 1.0)"
+                );
+            }
+        }
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "notes:");
+        for n in &r.notes {
+            let _ = writeln!(out, "  - {n}");
+        }
+    }
+}
+
+/// The report as text.
+pub fn render(report: &SizeReport) -> String {
+    let mut out = String::new();
+    match report {
+        SizeReport::Sglang(r) => sglang(&mut out, r),
+        SizeReport::Vllm(r) => vllm(&mut out, r),
+        SizeReport::DefaultsOnly(o) => {
+            let (layout, defaults, cell_bytes, model) =
+                (&o.layout, &o.defaults, &o.cell_bytes, &o.model);
+            let _ = writeln!(
+                out,
+                "SGLang defaults, layout {}: {}",
+                layout.value, layout.detail
+            );
+            defaults_line(&mut out, defaults);
+            if let (Some(c), Some(m)) = (cell_bytes, model) {
+                let _ = writeln!(out, "  cell: {c} B/token ({})", m.path);
+            }
+            let _ = writeln!(
+                out,
+                "  tokens need measurements: give a RUN (journals) or --log (an engine log)"
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,535 @@
+//! `vramledger size`: re-run the engine's KV-cache sizing on measured numbers, explain the token
+//! count it chose, and answer "what if".
+//!
+//! # Brief overview
+//!
+//! - [`inputs`]: the numbers and settings, each with its source (flag, log, run, rule):
+//!   exact free bytes from a run's journals, printed GiB from a log, the `server_args` line;
+//! - [`server_args`]: SGLang's logged `ServerArgs(...)` repr and launch flags;
+//! - [`detect`]: the SGLang layout from a log's line formats;
+//! - [`explain`]: SGLang's sizing on those inputs (`vramledger_engines::sizing` does the
+//!   arithmetic), the reproduction check, the breakdown and the run-time need after the pool;
+//! - [`whatif`]: another fraction, page size, KV dtype, context length, GPU or TP size; the
+//!   recommended `mem_fraction_static`; post-capture sizing emulated on the measurements;
+//! - [`vllm`]: vLLM's `gpu_memory_utilization` budget from a vLLM log.
+//!
+//! Outputs live in `crate::output::{size_text, size_json}`. Exit codes: 0 the KV pool fits,
+//! 1 the configuration cannot fit (the report is still printed), 2 bad input.
+
+pub mod detect;
+pub mod explain;
+pub mod inputs;
+pub mod server_args;
+pub mod vllm;
+pub mod whatif;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use vramledger_engines::log::Engine;
+use vramledger_engines::sizing::defaults::Defaults;
+use vramledger_engines::sizing::model::ModelGeometry;
+use vramledger_engines::sizing::tokens::{SizingInput, SizingResult};
+use vramledger_engines::sizing::Layout;
+
+use crate::output::{size_json, size_text};
+use inputs::{AfterPool, LogFacts, Measured, Origin, RunFacts, Settings, Sourced};
+
+/// Exit code: the configuration cannot fit.
+pub const EXIT_DOES_NOT_FIT: i32 = 1;
+/// Exit code: bad input.
+pub const EXIT_BAD_INPUT: i32 = 2;
+
+/// The flags of `vramledger size`. Settings given here override what the log or run says.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SizeArgs {
+    /// A run folder (every *.vlj under it) or one journal: exact free bytes per rank.
+    #[arg(value_name = "RUN")]
+    pub run: Option<PathBuf>,
+    /// An engine log (SGLang or vLLM): numbers printed to 0.01 GiB, the server_args line.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// The model's config.json (Hugging Face form; text_config nesting allowed).
+    #[arg(long, value_name = "FILE")]
+    pub model_config: Option<PathBuf>,
+    /// SGLang --mem-fraction-static, in (0, 1].
+    #[arg(long, value_name = "F")]
+    pub mem_fraction_static: Option<f64>,
+    /// SGLang --page-size (vLLM: the block size).
+    #[arg(long, value_name = "N")]
+    pub page_size: Option<u64>,
+    /// SGLang --kv-cache-dtype (auto, fp8_e4m3, fp8_e5m2, bf16, …).
+    #[arg(long, value_name = "D")]
+    pub kv_cache_dtype: Option<String>,
+    /// Tensor-parallel size.
+    #[arg(long, value_name = "N")]
+    pub tp: Option<u64>,
+    /// Pipeline-parallel size.
+    #[arg(long, value_name = "N")]
+    pub pp: Option<u64>,
+    /// GPU capacity in MiB as SGLang reads it (nvidia-smi memory.total).
+    #[arg(long, value_name = "MIB")]
+    pub gpu_mem_mib: Option<f64>,
+    /// Which capacity a run supplies when --gpu-mem-mib is absent: the driver's total
+    /// (default) or NVML's.
+    #[arg(long, value_name = "SOURCE", value_parser = ["driver", "nvml"])]
+    pub gpu_mem_source: Option<String>,
+    /// SGLang --max-total-tokens.
+    #[arg(long, value_name = "N")]
+    pub max_total_tokens: Option<u64>,
+    /// SGLang --max-running-requests.
+    #[arg(long, value_name = "N")]
+    pub max_running_requests: Option<u64>,
+    /// Context length (vLLM: max_model_len).
+    #[arg(long, value_name = "N")]
+    pub context_length: Option<u64>,
+    /// SGLang version: the nearest read layout at or below it is used.
+    #[arg(long, value_name = "V")]
+    pub sglang_version: Option<String>,
+    /// vLLM gpu_memory_utilization, in (0, 1].
+    #[arg(long, value_name = "U")]
+    pub gpu_memory_utilization: Option<f64>,
+    /// vLLM: which startup of the log to size (1-based; default the last with a budget).
+    #[arg(long, value_name = "N")]
+    pub attempt: Option<usize>,
+    /// Safety margin kept above the measured run-time need by the recommended fraction.
+    #[arg(long, value_name = "GIB", default_value_t = 1.0)]
+    pub margin_gib: f64,
+    /// What if mem_fraction_static were F (repeatable).
+    #[arg(long = "what-if-mem-fraction", value_name = "F")]
+    pub what_if_mem_fraction: Vec<f64>,
+    /// What if the page size were N (repeatable).
+    #[arg(long = "what-if-page-size", value_name = "N")]
+    pub what_if_page_size: Vec<u64>,
+    /// What if the KV cache dtype were D (repeatable).
+    #[arg(long = "what-if-kv-cache-dtype", value_name = "D")]
+    pub what_if_kv_cache_dtype: Vec<String>,
+    /// What if the context length were N (repeatable).
+    #[arg(long = "what-if-context-length", value_name = "N")]
+    pub what_if_context_length: Vec<u64>,
+    /// What if the GPU had N MiB (repeatable).
+    #[arg(long = "what-if-gpu-mem-mib", value_name = "MIB")]
+    pub what_if_gpu_mem_mib: Vec<f64>,
+    /// What if the TP size were N (repeatable).
+    #[arg(long = "what-if-tp", value_name = "N")]
+    pub what_if_tp: Vec<u64>,
+    /// JSON (schema vramledger.size/1) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The model config and where it was found.
+#[derive(Debug, Clone)]
+pub struct ModelSource {
+    pub geometry: ModelGeometry,
+    pub path: String,
+    pub origin: Origin,
+}
+
+/// The default settings SGLang derives for a GPU.
+#[derive(Debug, Clone)]
+pub struct DefaultsReport {
+    pub gpu_mem_mib: Sourced<f64>,
+    pub layout: Layout,
+    pub tp: u64,
+    pub defaults: Defaults,
+    /// The fraction the other recorded capacity gives, when it differs.
+    pub alternative: Option<(Sourced<f64>, f64)>,
+}
+
+/// One "what if".
+#[derive(Debug, Clone)]
+pub struct WhatIf {
+    pub change: String,
+    pub assumption: Option<String>,
+    pub mem_fraction_static: f64,
+    pub cell_bytes: u64,
+    pub tokens: Option<i64>,
+    pub profiled_tokens: Option<i64>,
+    pub token_change: Option<i64>,
+    pub max_running_requests: Option<i64>,
+    /// The startup failure SGLang would raise (message — inequality).
+    pub error: Option<String>,
+    pub smallest_mem_fraction_static: Option<f64>,
+    /// Why this what-if could not be computed (missing input, a setting the layout lacks).
+    pub unavailable: Option<String>,
+}
+
+/// The largest fraction that keeps the measured run-time need plus a margin.
+#[derive(Debug, Clone)]
+pub struct Recommendation {
+    pub margin_bytes: i64,
+    pub need_bytes: i64,
+    pub low_free_bytes: i64,
+    pub value: Option<f64>,
+    pub tokens: Option<i64>,
+    pub token_change: Option<i64>,
+    /// Tokens with `--max-total-tokens` lifted (present when the cap binds).
+    pub uncapped_tokens: Option<i64>,
+    pub uncapped_token_change: Option<i64>,
+    pub note: String,
+}
+
+/// Post-capture KV sizing emulated on the measurements.
+#[derive(Debug, Clone)]
+pub struct PostCaptureEmulation {
+    pub layout: Layout,
+    pub mem_fraction_static: Sourced<f64>,
+    pub free_after_capture_bytes: i64,
+    pub headroom_bytes: i64,
+    pub backed_bytes: u64,
+    pub budget_bytes: i64,
+    /// What the budget alone buys (`budget // cell`), before the pre-capture cap.
+    pub budget_tokens: i64,
+    /// From exact bytes (a run) or printed values (a log).
+    pub exact: bool,
+    pub pre_capture_tokens: i64,
+    pub tokens: i64,
+    pub token_change: i64,
+    pub max_running_requests: i64,
+}
+
+/// The run-time need after the KV pool against what was kept for it.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    pub after: AfterPool,
+    /// `pre × (1 − f)`: what SGLang keeps out of the KV budget.
+    pub headroom_bytes: i64,
+}
+
+/// The reproduction of SGLang's sizing.
+#[derive(Debug, Clone)]
+pub struct SglangReport {
+    pub layout: Sourced<Layout>,
+    pub model: ModelSource,
+    pub settings: Settings,
+    pub measured: Measured,
+    pub kv_dtype: String,
+    pub context_len: Sourced<u64>,
+    pub attn_tp: u64,
+    pub cell_bytes: u64,
+    pub cell_text: String,
+    pub mem_fraction_static: Sourced<f64>,
+    /// The fraction the 0.4.x model runner uses (multimodal × 0.9), when it differs.
+    pub runner_fraction: f64,
+    pub defaults: Option<DefaultsReport>,
+    pub input: SizingInput,
+    pub result: SizingResult,
+    pub bounds: Option<(SizingResult, SizingResult)>,
+    pub tolerance_tokens: i64,
+    pub observed_tokens: Option<(i64, String)>,
+    pub observed_profiled: Option<(i64, String)>,
+    pub observed_failure: Option<(String, String)>,
+    pub observed_post_capture_tokens: Option<i64>,
+    pub reproduced: Option<bool>,
+    pub implied_fraction: Option<(f64, f64)>,
+    pub smallest_fraction: Option<f64>,
+    pub pre_bytes: i64,
+    pub available_bytes: i64,
+    pub static_bytes: i64,
+    pub headroom_bytes: i64,
+    pub kv_bytes: i64,
+    pub runtime: Option<Runtime>,
+    pub what_ifs: Vec<WhatIf>,
+    pub recommendation: Option<Recommendation>,
+    pub post_capture: Vec<PostCaptureEmulation>,
+    pub notes: Vec<String>,
+}
+
+/// What `size` found.
+#[derive(Debug, Clone)]
+pub enum SizeReport {
+    Sglang(Box<SglangReport>),
+    Vllm(Box<vllm::VllmReport>),
+    /// No measurements: only the defaults SGLang would derive.
+    DefaultsOnly(Box<DefaultsOnly>),
+}
+
+/// The defaults-only answer (no run, no log).
+#[derive(Debug, Clone)]
+pub struct DefaultsOnly {
+    pub layout: Sourced<Layout>,
+    pub defaults: DefaultsReport,
+    pub cell_bytes: Option<u64>,
+    pub model: Option<ModelSource>,
+}
+
+impl SizeReport {
+    /// Exit code: 1 when the engine could not fit its KV pool, else 0.
+    pub fn exit_code(&self) -> i32 {
+        let fails = match self {
+            SizeReport::Sglang(r) => r.result.error.is_some(),
+            SizeReport::Vllm(r) => r.result.error.is_some(),
+            SizeReport::DefaultsOnly(_) => false,
+        };
+        if fails {
+            EXIT_DOES_NOT_FIT
+        } else {
+            0
+        }
+    }
+}
+
+/// Runs `vramledger size`; returns the exit code.
+pub fn main(args: &SizeArgs) -> i32 {
+    let report = match build(args) {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("vramledger size: {msg}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&size_json::render(&report)).unwrap_or_default();
+        s.push('\n');
+        s
+    } else {
+        size_text::render(&report)
+    };
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("vramledger size: cannot write output: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    }
+    report.exit_code()
+}
+
+fn check_flags(args: &SizeArgs) -> Result<(), String> {
+    let fraction = |name: &str, v: Option<f64>| match v {
+        Some(f) if !(f > 0.0 && f <= 1.0) => Err(format!("{name} {f} is outside (0, 1]")),
+        _ => Ok(()),
+    };
+    fraction("--mem-fraction-static", args.mem_fraction_static)?;
+    fraction("--gpu-memory-utilization", args.gpu_memory_utilization)?;
+    for f in &args.what_if_mem_fraction {
+        fraction("--what-if-mem-fraction", Some(*f))?;
+    }
+    let at_least_one = |name: &str, v: Option<u64>| match v {
+        Some(0) => Err(format!("{name} 0: it must be at least 1")),
+        _ => Ok(()),
+    };
+    at_least_one("--tp", args.tp)?;
+    at_least_one("--pp", args.pp)?;
+    at_least_one("--page-size", args.page_size)?;
+    at_least_one("--context-length", args.context_length)?;
+    at_least_one("--max-total-tokens", args.max_total_tokens)?;
+    for v in &args.what_if_page_size {
+        at_least_one("--what-if-page-size", Some(*v))?;
+    }
+    for v in &args.what_if_tp {
+        at_least_one("--what-if-tp", Some(*v))?;
+    }
+    for v in &args.what_if_context_length {
+        at_least_one("--what-if-context-length", Some(*v))?;
+    }
+    for v in args.gpu_mem_mib.iter().chain(&args.what_if_gpu_mem_mib) {
+        if !(*v > 0.0 && v.is_finite()) {
+            return Err(format!("GPU capacity {v} MiB must be positive"));
+        }
+    }
+    if !(args.margin_gib >= 0.0 && args.margin_gib.is_finite()) {
+        return Err(format!(
+            "--margin-gib {} must be 0 or more",
+            args.margin_gib
+        ));
+    }
+    if args.attempt == Some(0) {
+        return Err("--attempt 0: startups are numbered from 1".into());
+    }
+    if args.gpu_mem_source.is_some() && args.gpu_mem_mib.is_some() {
+        return Err(
+            "--gpu-mem-source picks the run's capacity; it contradicts --gpu-mem-mib".into(),
+        );
+    }
+    Ok(())
+}
+
+fn read_model(path: &Path, origin: Origin) -> Result<ModelSource, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let geometry =
+        ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(ModelSource {
+        geometry,
+        path: path.display().to_string(),
+        origin,
+    })
+}
+
+/// `--model-config`, else a config.json in the run folder, else the logged model path's.
+fn find_model(args: &SizeArgs, model_path: Option<&str>) -> Result<Option<ModelSource>, String> {
+    if let Some(p) = &args.model_config {
+        return read_model(p, Origin::Given).map(Some);
+    }
+    let mut candidates = Vec::new();
+    if let Some(run) = args.run.as_ref().filter(|r| r.is_dir()) {
+        candidates.push(run.join("config.json"));
+    }
+    if let Some(m) = model_path {
+        candidates.push(Path::new(m).join("config.json"));
+    }
+    for c in candidates {
+        if c.is_file() {
+            return read_model(&c, Origin::Derived).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+fn layout_of(args: &SizeArgs, facts: Option<&LogFacts>) -> Result<Sourced<Layout>, String> {
+    if let Some(v) = &args.sglang_version {
+        let l = Layout::for_version_or_oldest(v).ok_or_else(|| {
+            format!("--sglang-version {v} is not a version number (e.g. 0.5.5, v0.4.6.post5)")
+        })?;
+        let detail = if Layout::for_version(v).is_some() {
+            format!("--sglang-version {v}: nearest read release at or below it")
+        } else {
+            format!("--sglang-version {v} is older than every read release: the oldest layout")
+        };
+        return Ok(Sourced::new(l, Origin::Given, detail));
+    }
+    if let Some((l, why)) = facts.and_then(|f| f.hints.conclude()) {
+        return Ok(Sourced::new(l, Origin::Derived, why));
+    }
+    Ok(Sourced::new(
+        Layout::V0_5_23,
+        Origin::Default,
+        "no version given and no line format decides: the newest read layout",
+    ))
+}
+
+/// Gathers the inputs and computes the report.
+pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
+    check_flags(args)?;
+    let run = match &args.run {
+        Some(p) => {
+            if !p.exists() {
+                return Err(format!(
+                    "cannot read {}: no such file or folder",
+                    p.display()
+                ));
+            }
+            let r = RunFacts::read(p)?;
+            for w in &r.warnings {
+                eprintln!("vramledger size: warning: {w}");
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    let log = match &args.log {
+        Some(p) => {
+            let l = LogFacts::read(p)?;
+            if l.engine().is_none() && l.server_args.is_none() {
+                return Err(format!(
+                    "{} has no SGLang or vLLM sizing lines (no 'Load weight' or memory-profiling \
+                     line, no server_args)",
+                    p.display()
+                ));
+            }
+            Some(l)
+        }
+        None => None,
+    };
+    let vllm_log = log
+        .as_ref()
+        .is_some_and(|l| l.engine() == Some(Engine::Vllm));
+    if vllm_log {
+        if run.is_some() {
+            return Err("a vLLM log cannot be combined with a run; size the log alone".into());
+        }
+        if args.mem_fraction_static.is_some() {
+            return Err(
+                "vLLM has no mem_fraction_static: use --gpu-memory-utilization for a vLLM log"
+                    .into(),
+            );
+        }
+        let l = log.as_ref().expect("vllm_log");
+        let model = find_model(args, None)?.ok_or(
+            "--model-config is needed: the KV bytes per token come from the model's config.json",
+        )?;
+        let ask = vllm::VllmAsk {
+            model: &model.geometry,
+            attempt: args.attempt,
+            utilization: args.gpu_memory_utilization,
+            gpu_mem_mib: args.gpu_mem_mib,
+            block_size: args.page_size,
+            kv_cache_dtype: args.kv_cache_dtype.as_deref(),
+            tp: args.tp,
+            context_length: args.context_length,
+        };
+        return vllm::size(&l.vllm_attempts, &l.vllm_config, &ask)
+            .map(|r| SizeReport::Vllm(Box::new(r)));
+    }
+    if args.gpu_memory_utilization.is_some() {
+        return Err(
+            "--gpu-memory-utilization is vLLM's setting; for SGLang use --mem-fraction-static"
+                .into(),
+        );
+    }
+    if args.attempt.is_some() {
+        return Err("--attempt picks a vLLM startup; it does not apply to SGLang input".into());
+    }
+    // Logged settings: the log's server_args line, then the run's launch command line.
+    let mut server = log.as_ref().and_then(|l| l.server_args.clone());
+    if let Some(c) = run.as_ref().and_then(|r| r.cmdline.as_ref()) {
+        match server.as_mut() {
+            Some(s) => s.fill_from(c),
+            None => server = Some(c.clone()),
+        }
+    }
+    if server.is_none() {
+        server = run.as_ref().and_then(|r| r.lines.server_args.clone());
+    }
+    let settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
+    let model = find_model(args, settings.model_path.as_deref())?;
+    let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
+    let layout = layout_of(args, facts)?;
+    let measured = match (&run, &log) {
+        (Some(r), _) => Some(Measured::from_run(r)),
+        (None, Some(l)) => Some(Measured::from_log(l)?),
+        (None, None) => None,
+    };
+    let Some(measured) = measured else {
+        let gpu = settings.gpu_mem_mib.clone().ok_or(
+            "nothing measured: give a RUN or --log to compute tokens, or --gpu-mem-mib to see the \
+             defaults SGLang would derive for that GPU",
+        )?;
+        let m = model.as_ref().map(|m| &m.geometry);
+        let defaults = explain::defaults_report(m, &settings, layout.value, gpu, None);
+        let cell_bytes = match &model {
+            Some(mdl) => Some(explain::cell_only(&mdl.geometry, &settings, layout.value)?),
+            None => None,
+        };
+        return Ok(SizeReport::DefaultsOnly(Box::new(DefaultsOnly {
+            layout,
+            defaults,
+            cell_bytes,
+            model,
+        })));
+    };
+    let model = model.ok_or(
+        "--model-config is needed: the KV bytes per token come from the model's config.json",
+    )?;
+    let mut observed = facts.map(|f| f.observed.clone()).unwrap_or_default();
+    if let (Some(l), Some(r)) = (&log, &run) {
+        // The run's own lines first; the log fills what they lack.
+        observed = r.lines.observed.clone();
+        let o = &l.observed;
+        observed.tokens = observed.tokens.or(o.tokens.clone());
+        observed.profiled = observed.profiled.or(o.profiled.clone());
+        observed.failure = observed.failure.or(o.failure.clone());
+        observed.post_capture_tokens = observed.post_capture_tokens.or(o.post_capture_tokens);
+    }
+    let report = explain::compute(explain::Plan {
+        layout,
+        model,
+        settings,
+        measured,
+        observed,
+        args,
+    })?;
+    Ok(SizeReport::Sglang(Box::new(report)))
+}
