@@ -192,6 +192,47 @@ fn recorded_run_reproduces_the_programs_sizing_exactly() {
 }
 
 #[test]
+fn uncapped_recorded_run_from_the_journals_alone() {
+    // Recorded on the H200 pair with no KV cap: the engine took the profiled count itself.
+    // No flag at all: the config sits in the run folder, TP 2 from the two ranks, the layout
+    // from the recorded lines (L2), the fraction derived from the driver's capacity (0.905).
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-sglang-uncapped");
+    let (rc, v) = size_json(&[s(&data)]);
+    assert_eq!(rc, 0, "{v:#}");
+    let text = std::fs::read_to_string(data.join("program-output.txt")).unwrap();
+    let p: Value = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("VRAMLEDGER_SGLANG "))
+        .map(|j| serde_json::from_str::<Value>(j).unwrap())
+        .find(|v| v["line"] == "kv_cache_allocated")
+        .unwrap();
+    assert_eq!(p["tokens"], 8_174_965);
+    assert_eq!(v["layout"]["label"], "L2");
+    assert_eq!(v["settings"]["tp"]["value"], 2);
+    assert_eq!(v["mem_fraction_static"]["value"], 0.905);
+    assert_eq!(v["available_bytes"], p["available_bytes"]);
+    assert_eq!(
+        v["rest_gib"].as_f64().unwrap().to_bits(),
+        p["rest_memory_gib"].as_f64().unwrap().to_bits()
+    );
+    assert_eq!(v["tokens"], p["tokens"]);
+    assert_eq!(v["observed_tokens"], p["tokens"]);
+    assert_eq!(v["tolerance_tokens"], 0);
+    assert_eq!(v["reproduced"], true);
+    // The pool's 8174966 rows × 16384 B: the KV bytes of the breakdown.
+    assert_eq!(v["explanation"]["kv_bytes"], 8_174_965i64 * 16384);
+    // The capped recording from its journals alone: the cap is not in the journals, so the
+    // count is not reproduced, and the note says what would explain it.
+    let (rc, v) = size_json(&[s(&run_data())]);
+    assert_eq!(rc, 0);
+    assert_eq!(v["reproduced"], false);
+    assert!(v["notes"].as_array().unwrap().iter().any(|n| n
+        .as_str()
+        .unwrap()
+        .contains("--max-total-tokens cap would explain it")));
+}
+
+#[test]
 fn recorded_run_with_its_log_and_without_flags() {
     // The program's output holds the server_args line: the fraction is then logged, the
     // cap comes from it, the config from the run folder, and the layout from the line

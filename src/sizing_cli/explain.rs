@@ -475,6 +475,17 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
     } else {
         (None, None)
     };
+    if let (Some(false), Some((obs, _)), None) =
+        (reproduced, &observed.tokens, &settings.max_total_tokens)
+    {
+        if *obs < r.tokens && r.error.is_none() {
+            notes.push(format!(
+                "the engine sized fewer tokens ({obs}) than these bytes give: a --max-total-tokens \
+                 cap would explain it (a run's journals do not record the cap; pass \
+                 --max-total-tokens or the engine log with its server_args line)"
+            ));
+        }
+    }
     if let (Some(e), Some((lo, hi))) = (&r.error, &bounds) {
         if lo.error.is_none() || hi.error.is_none() {
             notes.push(format!(
