@@ -11,6 +11,8 @@ use crate::journal::{self, Journal};
 use crate::output::report_text::Units;
 use crate::{ledger, output, run};
 
+mod snapshot;
+
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;
 
@@ -98,6 +100,8 @@ enum Command {
         #[arg(long)]
         bytes: bool,
     },
+    /// Every live allocation at one point in time: JSON, a memory_viz pickle or a Perfetto trace.
+    Snapshot(snapshot::SnapshotArgs),
     /// Re-run SGLang's (or vLLM's) KV-cache sizing on measured memory: reproduce, explain, what-if.
     Size(Box<crate::sizing_cli::SizeArgs>),
     /// Print every record of a journal as JSON lines.
@@ -156,6 +160,7 @@ pub fn main() -> i32 {
             bytes,
         ),
         Command::Run { out, json, command } => run_command(out, json, command),
+        Command::Snapshot(args) => snapshot::main(args),
     }
 }
 

@@ -3,6 +3,7 @@
 //! - [`journal`]: reads the per-process journals written by `libvramledger.so`;
 //! - [`ledger`]: journals replayed into owner × stage books, balanced against free memory;
 //! - [`output`]: each output format, a pure function of the books;
+//! - [`snapshot`]: the live allocations at one point in time, and the history up to it;
 //! - [`diff`], [`check`], [`budgets`]: two runs compared, drift and budgets for CI;
 //! - [`timeline`]: memory per owner over time (the HTML report's chart);
 //! - [`cli`]: argument parsing and exit codes only.
@@ -21,4 +22,5 @@ pub mod report_input;
 pub mod run;
 pub mod size_arg;
 pub mod sizing_cli;
+pub mod snapshot;
 pub mod timeline;

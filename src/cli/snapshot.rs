@@ -1,0 +1,182 @@
+//! `vramledger snapshot`: read the journals, take the snapshot, write one file.
+//!
+//! Unlike `report`, a snapshot is all or nothing: an unreadable or corrupt journal is an
+//! error (exit 2) and nothing is written, so a snapshot never silently misses allocations.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+
+use super::EXIT_BAD_INPUT;
+use crate::journal::{self, Journal};
+use crate::output;
+use crate::snapshot::{self, At};
+
+/// The output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SnapshotFormat {
+    /// JSON, schema vramledger.snapshot/1 (docs/snapshot-schema.md).
+    Json,
+    /// A pickle for pytorch.org/memory_viz.
+    MemoryViz,
+    /// Chrome trace-event JSON for ui.perfetto.dev.
+    Perfetto,
+}
+
+impl SnapshotFormat {
+    fn name(self) -> &'static str {
+        match self {
+            SnapshotFormat::Json => "json",
+            SnapshotFormat::MemoryViz => "memory-viz",
+            SnapshotFormat::Perfetto => "perfetto",
+        }
+    }
+}
+
+/// Arguments of `vramledger snapshot`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("point").multiple(false))]
+pub struct SnapshotArgs {
+    /// A run folder (every *.vlj under it) or one journal.
+    pub path: PathBuf,
+    /// At the end of the first span of this stage, in every process that has it.
+    #[arg(long, value_name = "STAGE", group = "point")]
+    pub at: Option<String>,
+    /// At the end of each journal (the default).
+    #[arg(long, group = "point")]
+    pub at_end: bool,
+    /// Per process and device, when the hooked total was highest.
+    #[arg(long, group = "point")]
+    pub at_peak: bool,
+    /// At the first allocation that failed with out-of-memory.
+    #[arg(long, group = "point")]
+    pub at_oom: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: SnapshotFormat,
+    /// The file to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Overwrite FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl SnapshotArgs {
+    fn point(&self) -> At {
+        match (&self.at, self.at_peak, self.at_oom) {
+            (Some(stage), _, _) => At::Stage(stage.clone()),
+            (None, true, _) => At::Peak,
+            (None, false, true) => At::Oom,
+            _ => At::End,
+        }
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("vramledger: {msg}");
+    EXIT_BAD_INPUT
+}
+
+/// Every journal under `path`; any unreadable or corrupt one is an error.
+fn load(path: &Path) -> Result<Vec<Journal>, String> {
+    let files = journal::find(path).map_err(|e| e.to_string())?;
+    if files.is_empty() {
+        return Err(format!("no journals (*.vlj) found in {}", path.display()));
+    }
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let j = journal::read(&f).map_err(|e| e.to_string())?;
+        if j.corrupt {
+            let why = j.warnings.join("; ");
+            return Err(format!(
+                "{} is corrupt ({why}); a snapshot would miss allocations, so none was written",
+                f.display()
+            ));
+        }
+        out.push(j);
+    }
+    Ok(out)
+}
+
+/// Writes `bytes` to `path` through a temporary file next to it.
+fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
+    if !force && (path.exists() || path.is_symlink()) {
+        return Err(format!(
+            "{} already exists; pass --force to overwrite it",
+            path.display()
+        ));
+    }
+    if path.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    let name = path
+        .file_name()
+        .map_or_else(|| "snapshot".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// Runs `vramledger snapshot`; returns the exit code.
+pub fn main(args: SnapshotArgs) -> i32 {
+    if !args.force && (args.output.exists() || args.output.is_symlink()) {
+        return fail(format!(
+            "{} already exists; pass --force to overwrite it",
+            args.output.display()
+        ));
+    }
+    let journals = match load(&args.path) {
+        Ok(j) => j,
+        Err(e) => return fail(e),
+    };
+    for w in journals.iter().flat_map(|j| &j.warnings) {
+        eprintln!("vramledger: warning: {w}");
+    }
+    let at = args.point();
+    let snap = match snapshot::take(&journals, &at) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    for s in &snap.skipped {
+        eprintln!(
+            "vramledger: note: {} (pid {}) left out: {}",
+            s.journal, s.pid, s.reason
+        );
+    }
+    let bytes = match args.format {
+        SnapshotFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&output::snapshot_json::render(&snap))
+                .unwrap_or_default();
+            s.push('\n');
+            s.into_bytes()
+        }
+        SnapshotFormat::MemoryViz => {
+            let (bytes, notes) = output::memory_viz::render(&snap);
+            for n in notes {
+                eprintln!("vramledger: note: {n}");
+            }
+            bytes
+        }
+        SnapshotFormat::Perfetto => output::perfetto::render(&snap),
+    };
+    if let Err(e) = write_file(&args.output, &bytes, args.force) {
+        return fail(e);
+    }
+    let devices: usize = snap.processes.iter().map(|p| p.devices.len()).sum();
+    eprintln!(
+        "vramledger: wrote a {} snapshot {} ({} processes, {} devices) to {}",
+        args.format.name(),
+        at.describe(),
+        snap.processes.len(),
+        devices,
+        args.output.display()
+    );
+    0
+}
