@@ -108,9 +108,22 @@ def sglang_055_gpu_defaults(gpu_mem_mib, tp_size, pp_size=1):
 
 
 def gpu_memory_capacity_mib(count):
-    """Min capacity over the visible GPUs in MiB (SGLang asks nvidia-smi; the same figure).
+    """Min capacity in MiB, as SGLang reads it: nvidia-smi's memory.total over every GPU it
+    lists (NVML's total), falling back to torch's total_memory (the driver's, smaller by what
+    the driver keeps: 615 MiB on an H200). Neither needs a CUDA context."""
+    try:
+        import pynvml
 
-    cudaGetDeviceProperties needs no CUDA context, so the parent holds none on the GPUs."""
+        pynvml.nvmlInit()
+        try:
+            caps = [pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).total / (1 << 20)
+                    for i in range(pynvml.nvmlDeviceGetCount())]
+        finally:
+            pynvml.nvmlShutdown()
+        if caps:
+            return min(caps)
+    except Exception:  # no NVML bindings: the driver's figure
+        pass
     caps = [torch.cuda.get_device_properties(i).total_memory / (1 << 20) for i in range(count)]
     return min(caps) if caps else None
 

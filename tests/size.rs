@@ -65,6 +65,8 @@ fn s(p: &Path) -> &str {
 fn recorded_run_reproduces_the_programs_sizing_exactly() {
     let data = run_data();
     let config = data.join("config.json");
+    // The example read the capacity from torch (the driver's total); SGLang, and vramledger's
+    // default, read nvidia-smi's (NVML's): `--gpu-mem-source driver` says which this run used.
     let (rc, v) = size_json(&[
         s(&data),
         "--model-config",
@@ -73,6 +75,8 @@ fn recorded_run_reproduces_the_programs_sizing_exactly() {
         "0.5.5",
         "--max-total-tokens",
         "524288",
+        "--gpu-mem-source",
+        "driver",
     ]);
     assert_eq!(rc, 0, "{v:#}");
     let p = program_kv_line();
@@ -197,7 +201,7 @@ fn uncapped_recorded_run_from_the_journals_alone() {
     // No flag at all: the config sits in the run folder, TP 2 from the two ranks, the layout
     // from the recorded lines (L2), the fraction derived from the driver's capacity (0.905).
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-sglang-uncapped");
-    let (rc, v) = size_json(&[s(&data)]);
+    let (rc, v) = size_json(&[s(&data), "--gpu-mem-source", "driver"]);
     assert_eq!(rc, 0, "{v:#}");
     let text = std::fs::read_to_string(data.join("program-output.txt")).unwrap();
     let p: Value = text
@@ -223,7 +227,7 @@ fn uncapped_recorded_run_from_the_journals_alone() {
     assert_eq!(v["explanation"]["kv_bytes"], 8_174_965i64 * 16384);
     // The capped recording from its journals alone: the cap is not in the journals, so the
     // count is not reproduced, and the note says what would explain it.
-    let (rc, v) = size_json(&[s(&run_data())]);
+    let (rc, v) = size_json(&[s(&run_data()), "--gpu-mem-source", "driver"]);
     assert_eq!(rc, 0);
     assert_eq!(v["reproduced"], false);
     assert!(v["notes"].as_array().unwrap().iter().any(|n| n
@@ -239,7 +243,7 @@ fn recorded_run_with_its_log_and_without_flags() {
     // formats ("Load weight end. type=" → 0.5.5 or older; summary with available_gpu_mem).
     let data = run_data();
     let log = data.join("program-output.txt");
-    let (rc, v) = size_json(&[s(&data), "--log", s(&log)]);
+    let (rc, v) = size_json(&[s(&data), "--log", s(&log), "--gpu-mem-source", "driver"]);
     assert_eq!(rc, 0, "{v:#}");
     assert_eq!(v["mem_fraction_static"]["source"], "logged");
     assert_eq!(v["mem_fraction_static"]["value"], 0.905);
@@ -252,7 +256,7 @@ fn recorded_run_with_its_log_and_without_flags() {
     assert_eq!(v["tolerance_tokens"], 0);
     assert_eq!(v["defaults"]["matches_logged"], true);
     // Text: the breakdown, the reproduction and the what-ifs in words.
-    let (rc, text, _) = size(&[s(&data), "--log", s(&log)]);
+    let (rc, text, _) = size(&[s(&data), "--log", s(&log), "--gpu-mem-source", "driver"]);
     assert_eq!(rc, 0);
     for needle in [
         "layout L2 (0.5.5)",
@@ -279,6 +283,8 @@ fn what_ifs_on_the_recorded_run() {
         s(&config),
         "--sglang-version",
         "0.5.5",
+        "--gpu-mem-source",
+        "driver",
         "--what-if-mem-fraction",
         "0.05",
         "--what-if-kv-cache-dtype",

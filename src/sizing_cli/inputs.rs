@@ -354,7 +354,7 @@ impl Settings {
 /// `torch.cuda.mem_get_info()[1]` (the driver's total, which is also what
 /// `torch.cuda.get_device_properties().total_memory` reports); the two differ by the memory
 /// the driver keeps for itself (615 MiB on the H200). `--gpu-mem-source` picks; the default is
-/// the driver's total, and the other is kept as the alternative.
+/// NVML's total, as SGLang reads it, and the other is kept as the alternative.
 fn gpu_capacity(
     args: &SizeArgs,
     run: Option<&RunFacts>,
@@ -379,10 +379,10 @@ fn gpu_capacity(
             "the run's NVML total (what nvidia-smi memory.total prints, SGLang's first choice)",
         )
     });
-    let (first, second) = if args.gpu_mem_source.as_deref() == Some("nvml") {
-        (nvml, driver)
-    } else {
+    let (first, second) = if args.gpu_mem_source.as_deref() == Some("driver") {
         (driver, nvml)
+    } else {
+        (nvml, driver)
     };
     match (first, second) {
         (Some(a), Some(b)) if a.value != b.value => (Some(a), Some(b)),

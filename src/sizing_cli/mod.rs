@@ -76,8 +76,8 @@ pub struct SizeArgs {
     /// GPU capacity in MiB as SGLang reads it (nvidia-smi memory.total).
     #[arg(long, value_name = "MIB")]
     pub gpu_mem_mib: Option<f64>,
-    /// Which capacity a run supplies when --gpu-mem-mib is absent: the driver's total
-    /// (default) or NVML's.
+    /// Which capacity a run supplies when --gpu-mem-mib is absent: NVML's total (default, as
+    /// SGLang reads it through nvidia-smi) or the driver's.
     #[arg(long, value_name = "SOURCE", value_parser = ["driver", "nvml"])]
     pub gpu_mem_source: Option<String>,
     /// SGLang --max-total-tokens.
