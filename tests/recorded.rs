@@ -111,3 +111,50 @@ fn recorded_sglang_startup_balances_and_matches_the_engine() {
         .unwrap();
     assert!(dist.ranks.iter().all(|r| !r.unbalanced));
 }
+
+/// Two H200 runs that differ only in the CUDA-graph batch sizes (1–16 vs 1–256): the diff
+/// leads with the graph private pool of the capture stage, and a check against the first run
+/// fails on it, naming the figure.
+#[test]
+fn recorded_graph_batch_sizes_drift_in_the_graph_pool() {
+    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-graph-bs");
+    let cli = env!("CARGO_BIN_EXE_vramledger");
+    let diff = std::process::Command::new(cli)
+        .arg("diff")
+        .arg(base.join("a"))
+        .arg(base.join("b"))
+        .output()
+        .unwrap();
+    assert_eq!(diff.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&diff.stdout);
+    let first_change = text
+        .lines()
+        .skip_while(|l| !l.starts_with("stage × owner × device"))
+        .nth(1)
+        .unwrap();
+    assert!(first_change.contains("graph_capture"), "{text}");
+    assert!(first_change.contains("torch_graph_pool"), "{text}");
+    assert!(first_change.contains("24.0 MiB → 220.0 MiB"), "{text}");
+
+    let check = std::process::Command::new(cli)
+        .arg("check")
+        .arg("--baseline")
+        .arg(base.join("a"))
+        .arg(base.join("b"))
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        text.contains("stage graph_capture owner torch_graph_pool: 24.0 MiB → 220.0 MiB"),
+        "{text}"
+    );
+    // Against itself it passes.
+    let same = std::process::Command::new(cli)
+        .args(["check", "--baseline"])
+        .arg(base.join("a"))
+        .arg(base.join("a"))
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0));
+}
