@@ -137,7 +137,7 @@ pub fn render(
                     b.what(),
                     size(e.bytes, units),
                     size(b.max as i64, units),
-                    size(e.bytes - b.max as i64, units),
+                    size(e.bytes.saturating_sub(b.max as i64), units),
                 );
             }
         }

@@ -54,7 +54,7 @@ pub struct Change {
 impl Change {
     /// B − A, an absent side counting as 0.
     pub fn change(&self) -> i64 {
-        self.b.unwrap_or(0) - self.a.unwrap_or(0)
+        self.b.unwrap_or(0).saturating_sub(self.a.unwrap_or(0))
     }
     /// Whether the figure moved (or appeared, or vanished).
     pub fn changed(&self) -> bool {

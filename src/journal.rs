@@ -202,8 +202,26 @@ fn resync(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// The largest device ordinal a journal may name; anything else is damage (or a driver
+/// argument vramledger recorded as given) and is read as "unknown" (-1).
+pub const MAX_DEVICE: i32 = 4095;
+
 impl Journal {
-    fn take(&mut self, e: Event) {
+    fn take(&mut self, mut e: Event) {
+        if !(-1..=MAX_DEVICE).contains(&e.device) {
+            if !self
+                .warnings
+                .iter()
+                .any(|w| w.contains("implausible device"))
+            {
+                self.warnings.push(format!(
+                    "{}: a record names an implausible device ordinal {}; read as unknown",
+                    self.path.display(),
+                    e.device
+                ));
+            }
+            e.device = -1;
+        }
         match e.kind() {
             Some(Kind::Module) => {
                 self.modules.insert(e.module, e.text.clone());

@@ -679,8 +679,8 @@ fn peaks(j: &Journal) -> (BTreeMap<i32, (i64, usize)>, Option<(i64, usize)>) {
     for (i, e) in j.events.iter().enumerate() {
         let mut moved = |dev: i32, bytes: i64| {
             let h = hooked.entry(dev).or_default();
-            *h += bytes;
-            total += bytes;
+            *h = h.saturating_add(bytes);
+            total = total.saturating_add(bytes);
             let p = peak.entry(dev).or_insert((0, 0));
             if *h > p.0 {
                 *p = (*h, i);

@@ -20,7 +20,8 @@ pub struct OwnerBytes([i64; 8]);
 impl OwnerBytes {
     /// Adds `bytes` to `owner`.
     pub fn add(&mut self, owner: Owner, bytes: i64) {
-        self.0[owner as usize] += bytes;
+        let slot = &mut self.0[owner as usize];
+        *slot = slot.saturating_add(bytes);
     }
     /// The bytes of `owner`.
     pub fn get(&self, owner: Owner) -> i64 {
@@ -32,11 +33,11 @@ impl OwnerBytes {
     }
     /// The sum over every owner but `unattributed`.
     pub fn hooked(&self) -> i64 {
-        self.0.iter().sum::<i64>() - self.get(Owner::Unattributed)
+        self.total().saturating_sub(self.get(Owner::Unattributed))
     }
-    /// The sum over every owner.
+    /// The sum over every owner (saturating: only damaged journals come near the limits).
     pub fn total(&self) -> i64 {
-        self.0.iter().sum()
+        self.0.iter().fold(0i64, |a, &v| a.saturating_add(v))
     }
     /// `(owner, bytes)` for the report owners.
     pub fn iter(&self) -> impl Iterator<Item = (Owner, i64)> + '_ {

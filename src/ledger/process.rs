@@ -103,19 +103,20 @@ pub struct DeviceBooks {
 impl DeviceBooks {
     /// Σ stage deltas.
     pub fn sum_deltas(&self) -> i64 {
-        self.stages.iter().map(|s| s.device_delta).sum()
+        self.stages
+            .iter()
+            .fold(0i64, |a, s| a.saturating_add(s.device_delta))
     }
     /// Σ unattributed bytes over the stages.
     pub fn unattributed(&self) -> i64 {
-        self.stages
-            .iter()
-            .map(|s| s.by_owner.get(Owner::Unattributed))
-            .sum()
+        self.stages.iter().fold(0i64, |a, s| {
+            a.saturating_add(s.by_owner.get(Owner::Unattributed))
+        })
     }
     /// start free == Σ deltas + end free, to the byte.
     pub fn balanced(&self) -> bool {
         match (self.start_free, self.end_free) {
-            (Some(s), Some(e)) => s as i64 == self.sum_deltas() + e as i64,
+            (Some(s), Some(e)) => s as i128 == self.sum_deltas() as i128 + e as i128,
             _ => false,
         }
     }
@@ -274,10 +275,10 @@ pub fn replay(j: &Journal) -> ProcessBooks {
                     owner: Some(delta.owner),
                     ..ModuleRow::default()
                 });
-                m.live += delta.bytes;
+                m.live = m.live.saturating_add(delta.bytes);
                 m.peak = m.peak.max(m.live);
                 if delta.bytes > 0 {
-                    m.allocated += delta.bytes as u64;
+                    m.allocated = m.allocated.saturating_add(delta.bytes as u64);
                 }
             }
             MemKind::HostPinned => bump(&mut host, delta.bytes),
@@ -326,7 +327,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
 }
 
 fn bump(lp: &mut LivePeak, bytes: i64) {
-    lp.live += bytes;
+    lp.live = lp.live.saturating_add(bytes);
     lp.peak = lp.peak.max(lp.live);
 }
 
@@ -343,7 +344,7 @@ impl DevState {
     fn move_bytes(&mut self, span: usize, owner: Owner, bytes: i64, t_ns: u64) {
         self.by_owner[span].add(owner, bytes);
         self.held.add(owner, bytes);
-        self.hooked += bytes;
+        self.hooked = self.hooked.saturating_add(bytes);
         let held = self.held.get(owner);
         let p = self.peak_by_owner.entry(owner).or_default();
         if held > p.bytes {
@@ -375,7 +376,7 @@ fn device_books(
     let mut acc = 0i64;
     for s in 0..spans.len() {
         hooked_at_start.push(acc);
-        acc += d.by_owner.get(s).map_or(0, OwnerBytes::hooked);
+        acc = acc.saturating_add(d.by_owner.get(s).map_or(0, OwnerBytes::hooked));
     }
     let hooked_end = acc;
     let mut bounds: Vec<(Option<u64>, Source)> = spans
@@ -400,11 +401,16 @@ fn device_books(
             end
         };
         let device_delta = match (start_free, end_free) {
-            (Some(a), Some(b)) => a as i64 - b as i64,
+            (Some(a), Some(b)) => {
+                (a as i128 - b as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+            }
             _ => 0,
         };
         let mut by_owner = d.by_owner.get(s).copied().unwrap_or_default();
-        by_owner.set(Owner::Unattributed, device_delta - by_owner.hooked());
+        by_owner.set(
+            Owner::Unattributed,
+            device_delta.saturating_sub(by_owner.hooked()),
+        );
         let next = spans.get(s + 1);
         stages.push(StageRow {
             name: span.name.clone(),

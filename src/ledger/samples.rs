@@ -60,8 +60,11 @@ impl Readings {
         };
         match near {
             Some(r) => {
-                let free = r.free as i64 - (hooked_now - r.hooked);
-                (Some(free.max(0) as u64), Source::Derived)
+                let free = r.free as i128 - (hooked_now as i128 - r.hooked as i128);
+                (
+                    Some(free.clamp(0, u64::MAX as i128) as u64),
+                    Source::Derived,
+                )
             }
             None => (None, Source::Unknown),
         }

@@ -205,7 +205,7 @@ fn slots(processes: &[ProcessSnapshot]) -> (BTreeMap<(usize, i32), usize>, Vec<S
         .flat_map(|p| p.devices.iter().map(|d| d.device))
         .max()
         .unwrap_or(-1);
-    let mut next = (max + 1).max(0) as usize;
+    let mut next = max.saturating_add(1).max(0) as usize;
     let mut taken = std::collections::BTreeSet::new();
     let mut out = BTreeMap::new();
     let mut notes = Vec::new();

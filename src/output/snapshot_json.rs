@@ -63,7 +63,7 @@ fn item(it: &Item) -> Value {
 
 fn items(list: &[Item]) -> Value {
     json!({
-        "total_bytes": list.iter().map(|i| i.bytes).sum::<u64>(),
+        "total_bytes": list.iter().fold(0u64, |a, i| a.saturating_add(i.bytes)),
         "allocations": list.iter().map(item).collect::<Vec<_>>(),
     })
 }
@@ -134,7 +134,7 @@ fn process(p: &ProcessSnapshot) -> Value {
         "managed": items(&p.managed),
         "peer": items(&p.peer),
         "virtual_reserved": {
-            "total_bytes": p.reservations.iter().map(|r| r.bytes).sum::<u64>(),
+            "total_bytes": p.reservations.iter().fold(0u64, |a, r| a.saturating_add(r.bytes)),
             "reservations": p.reservations.iter().map(reservation).collect::<Vec<_>>(),
         },
     })

@@ -293,7 +293,7 @@ fn after_pool(label: &str, stages: &[StageRow]) -> Option<(AfterPool, Option<u64
             rank: label.to_string(),
             pool_end_free_bytes: pool_end,
             low_free_bytes: low,
-            need_bytes: pool_end - low,
+            need_bytes: pool_end.saturating_sub(low),
             stages: need_stages,
             exact: true,
         },

@@ -199,7 +199,7 @@ impl<'a> Replay<'a> {
             let stage = self.stage(span);
             let st = self.devs.entry(e.device).or_default();
             match &mut st.context {
-                Some(c) => c.bytes += e.size,
+                Some(c) => c.bytes = c.bytes.saturating_add(e.size),
                 None => {
                     st.context = Some(ContextHeld {
                         bytes: e.size,
@@ -428,7 +428,8 @@ impl<'a> Replay<'a> {
         let st = self.devs.get(&device)?;
         let &(_, free, hooked) = st.readings.last()?;
         let now = st.held.hooked();
-        Some((free as i64 - (now - hooked)).max(0) as u64)
+        let free = free as i128 - (now as i128 - hooked as i128);
+        Some(free.clamp(0, u64::MAX as i128) as u64)
     }
 
     /// The current mappings of each handle, in address order (one pass over the mappings).

@@ -142,7 +142,12 @@ impl LiveBooks {
             device: b.device,
             owner: b.owner,
             mem: b.mem,
-            bytes: sign * b.size as i64,
+            // Sizes past i64::MAX exist only in damaged journals: clamp, never overflow.
+            bytes: if sign > 0 {
+                b.size.min(i64::MAX as u64) as i64
+            } else {
+                -(b.size.min(i64::MAX as u64) as i64)
+            },
             module: b.module,
         }
     }
@@ -327,7 +332,8 @@ impl LiveBooks {
                     self.add(&o, -1);
                 }
                 self.add(&new, 1);
-                let diff = new.size as i64 - old_size as i64;
+                let diff = (new.size as i128 - old_size as i128)
+                    .clamp(i64::MIN as i128, i64::MAX as i128) as i64;
                 (diff != 0).then_some(Delta {
                     device: new.device,
                     owner: new.owner,
