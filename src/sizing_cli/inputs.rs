@@ -123,6 +123,23 @@ impl Measured {
         }
     }
 
+    /// Exact GiB floats given as flags (`--pre-gib`, `--available-gib`): tolerance 0.
+    pub fn from_flags(pre_gib: f64, available_gib: f64) -> Measured {
+        Measured {
+            exact: true,
+            origin: "flags --pre-gib / --available-gib (exact GiB floats)".to_string(),
+            ranks: 1,
+            pre_gib,
+            available_gib,
+            pre_err_gib: 0.0,
+            avail_err_gib: 0.0,
+            pre_detail: "--pre-gib".to_string(),
+            avail_detail: "--available-gib".to_string(),
+            after_pool: None,
+            free_after_capture_gib: None,
+        }
+    }
+
     /// Rounded numbers from an SGLang log: MIN over ranks of the printed values.
     pub fn from_log(log: &LogFacts) -> Result<Measured, String> {
         let min =
@@ -218,6 +235,10 @@ pub struct Settings {
     pub decode_graph: bool,
     pub disaggregation: Disaggregation,
     pub deepep: bool,
+    /// 0.5.18+: post-capture KV sizing planned (`--post-capture-kv-sizing`).
+    pub post_capture_kv_sizing: bool,
+    /// `--platform hip`: ROCm (tc_piecewise prefill graphs in 0.5.18+).
+    pub hip: bool,
     pub swa_full_tokens_ratio: f64,
     pub disable_hybrid_swa_memory: bool,
     pub gpu_mem_mib: Option<Sourced<f64>>,
@@ -309,8 +330,9 @@ impl Settings {
                 .and_then(|l| l.summary_context_len)
                 .map(|v| Sourced::new(v, Origin::Logged, "context_len of the summary line")),
         };
-        let dp = sa.u64("dp_size").unwrap_or(1);
-        let dp_attention = sa.bool("enable_dp_attention").unwrap_or(false);
+        let dp = args.dp.or(sa.u64("dp_size")).unwrap_or(1);
+        let dp_attention =
+            args.enable_dp_attention || sa.bool("enable_dp_attention").unwrap_or(false);
         let (gpu_mem_mib, gpu_mem_alternative) = gpu_capacity(args, run);
         Settings {
             tp,
@@ -323,10 +345,14 @@ impl Settings {
             max_total_tokens,
             context_length,
             max_running_requests: args.max_running_requests.or(sa.u64("max_running_requests")),
-            chunked_prefill_size: sa.i64("chunked_prefill_size"),
+            chunked_prefill_size: args.chunked_prefill_size.or(sa.i64("chunked_prefill_size")),
             max_prefill_tokens: sa.i64("max_prefill_tokens").unwrap_or(16384),
-            cuda_graph_max_bs: sa.u64("cuda_graph_max_bs"),
-            speculative: speculative(sa.str("speculative_algorithm")),
+            cuda_graph_max_bs: args.cuda_graph_max_bs.or(sa.u64("cuda_graph_max_bs")),
+            speculative: speculative(
+                args.speculative_algorithm
+                    .as_deref()
+                    .or(sa.str("speculative_algorithm")),
+            ),
             speculative_num_steps: sa.u64("speculative_num_steps"),
             speculative_eagle_topk: sa.u64("speculative_eagle_topk"),
             speculative_num_draft_tokens: sa.u64("speculative_num_draft_tokens"),
@@ -338,6 +364,8 @@ impl Settings {
             },
             deepep: sa.str("moe_a2a_backend") == Some("deepep")
                 || sa.bool("enable_deepep_moe").unwrap_or(false),
+            post_capture_kv_sizing: args.post_capture_kv_sizing,
+            hip: args.platform.as_deref() == Some("hip"),
             swa_full_tokens_ratio: sa.f64("swa_full_tokens_ratio").unwrap_or(0.8),
             disable_hybrid_swa_memory: sa.bool("disable_hybrid_swa_memory").unwrap_or(false),
             gpu_mem_mib,

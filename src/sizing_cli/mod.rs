@@ -89,9 +89,48 @@ pub struct SizeArgs {
     /// Context length (vLLM: max_model_len).
     #[arg(long, value_name = "N")]
     pub context_length: Option<u64>,
-    /// SGLang version: the nearest read layout at or below it is used.
+    /// SGLang version: the nearest read layout at or below it is used (0.4.6, 0.5.5, 0.5.12,
+    /// 0.5.18, 0.5.23; default the newest).
     #[arg(long, value_name = "V")]
     pub sglang_version: Option<String>,
+    /// SGLang's platform: cuda (default) or hip (ROCm; its prefill graph backend differs).
+    #[arg(long, value_name = "P", value_parser = ["cuda", "hip"])]
+    pub platform: Option<String>,
+    /// SGLang --dp-size (data-parallel replicas).
+    #[arg(long, value_name = "N")]
+    pub dp: Option<u64>,
+    /// SGLang --enable-dp-attention.
+    #[arg(long)]
+    pub enable_dp_attention: bool,
+    /// SGLang --chunked-prefill-size (-1 disables chunking).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub chunked_prefill_size: Option<i64>,
+    /// SGLang --cuda-graph-max-bs (the decode graph's largest batch).
+    #[arg(long, value_name = "N")]
+    pub cuda_graph_max_bs: Option<u64>,
+    /// SGLang --speculative-algorithm (EAGLE, EAGLE3, STANDALONE, NGRAM, …).
+    #[arg(long, value_name = "NAME")]
+    pub speculative_algorithm: Option<String>,
+    /// SGLang 0.5.18+: post-capture KV sizing planned (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1
+    /// on an eligible configuration).
+    #[arg(long)]
+    pub post_capture_kv_sizing: bool,
+    /// pre_model_load_memory: free GiB before the weights, as SGLang holds it (exact input).
+    #[arg(
+        long,
+        value_name = "F",
+        requires = "available_gib",
+        allow_hyphen_values = true
+    )]
+    pub pre_gib: Option<f64>,
+    /// Free GiB after the weights when SGLang sizes the KV cache (exact input).
+    #[arg(
+        long,
+        value_name = "F",
+        requires = "pre_gib",
+        allow_hyphen_values = true
+    )]
+    pub available_gib: Option<f64>,
     /// vLLM gpu_memory_utilization, in (0, 1].
     #[arg(long, value_name = "U")]
     pub gpu_memory_utilization: Option<f64>,
@@ -166,6 +205,7 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
     };
     at_least_one("--tp", args.tp)?;
     at_least_one("--pp", args.pp)?;
+    at_least_one("--dp", args.dp)?;
     at_least_one("--page-size", args.page_size)?;
     at_least_one("--context-length", args.context_length)?;
     at_least_one("--max-total-tokens", args.max_total_tokens)?;
@@ -188,6 +228,17 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
             "--margin-gib {} must be 0 or more",
             args.margin_gib
         ));
+    }
+    for (name, v) in [
+        ("--pre-gib", args.pre_gib),
+        ("--available-gib", args.available_gib),
+    ] {
+        if v.is_some_and(|g| !g.is_finite()) {
+            return Err(format!("{name} must be a finite number of GiB"));
+        }
+    }
+    if args.pre_gib.is_some() && (args.run.is_some() || args.log.is_some()) {
+        // Allowed: the flags override what the run or log measured.
     }
     if args.attempt == Some(0) {
         return Err("--attempt 0: startups are numbered from 1".into());
@@ -341,15 +392,16 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     let model = find_model(args, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
     let layout = layout_of(args, facts)?;
-    let measured = match (&run, &log) {
-        (Some(r), _) => Some(Measured::from_run(r)),
-        (None, Some(l)) => Some(Measured::from_log(l)?),
-        (None, None) => None,
+    let measured = match (&run, &log, args.pre_gib.zip(args.available_gib)) {
+        (_, _, Some((pre, avail))) => Some(Measured::from_flags(pre, avail)),
+        (Some(r), _, None) => Some(Measured::from_run(r)),
+        (None, Some(l), None) => Some(Measured::from_log(l)?),
+        (None, None, None) => None,
     };
     let Some(measured) = measured else {
         let gpu = settings.gpu_mem_mib.clone().ok_or(
-            "nothing measured: give a RUN or --log to compute tokens, or --gpu-mem-mib to see the \
-             defaults SGLang would derive for that GPU",
+            "nothing measured: give --pre-gib and --available-gib, a RUN or --log to compute \
+             tokens, or --gpu-mem-mib to see the defaults SGLang would derive for that GPU",
         )?;
         let m = model.as_ref().map(|m| &m.geometry);
         let defaults = explain::defaults_report(m, &settings, layout.value, gpu, None);

@@ -11,7 +11,7 @@
 use super::layout::Layout;
 use super::model::VisionDims;
 use super::pyfloat::py_round;
-use super::reserve::{graph_reserve_mb, prefill_len, tier};
+use super::reserve::{graph_reserve_mb, piecewise_len, prefill_len, tier};
 pub use super::reserve::{pre_capture_activation_reserve_mb, prefill_graph_batch_sizes};
 
 /// `--speculative-algorithm`.
@@ -37,8 +37,10 @@ pub enum Disaggregation {
 pub enum PrefillGraph {
     Disabled,
     Full,
-    /// Breakable CUDA graph ("BCG"), 0.5.23's default on CUDA.
+    /// Breakable CUDA graph ("BCG"), the 0.5.18+ default on CUDA.
     Breakable,
+    /// torch.compile piecewise graphs, the 0.5.18+ default on other platforms (HIP).
+    TcPiecewise,
 }
 
 /// What the defaults depend on. [`DefaultsInput::new`] fills SGLang's own defaults.
@@ -68,7 +70,11 @@ pub struct DefaultsInput {
     pub prefill_graph: PrefillGraph,
     /// 0.5.18+: an explicit prefill graph batch-size list length (else SGLang's generator).
     pub prefill_graph_bs_len: Option<usize>,
-    /// 0.5.12: `len(piecewise_cuda_graph_tokens)` when piecewise graphs are not disabled.
+    /// 0.5.12: piecewise CUDA graphs on (`--disable-piecewise-cuda-graph` off, SGLang's
+    /// dataclass default): their token sizes are priced in the reserve.
+    pub piecewise_graph: bool,
+    /// 0.5.12: an explicit `len(piecewise_cuda_graph_tokens)` (else SGLang's generator up to
+    /// `piecewise_cuda_graph_max_tokens`).
     pub piecewise_tokens_len: Option<usize>,
     /// MLA attention backend (DeepSeek, Kimi).
     pub mla: bool,
@@ -109,6 +115,7 @@ impl DefaultsInput {
             // 0.5.23's CUDA default; for 0.5.18 the default was not confirmed.
             prefill_graph: PrefillGraph::Breakable,
             prefill_graph_bs_len: None,
+            piecewise_graph: true,
             piecewise_tokens_len: None,
             mla: false,
             deepep: false,
@@ -241,14 +248,15 @@ fn reserved_mb_defaults(input: &DefaultsInput) -> Defaults {
                 r += mb * dp * 1.5;
             }
         }
-        if layout == Layout::V0_5_12 {
-            if let Some(n) = input.piecewise_tokens_len {
-                r += if input.mla {
-                    1.5 * 1024.0
-                } else {
-                    n as f64 * 8.0
-                };
-            }
+        if layout == Layout::V0_5_12 && input.piecewise_graph {
+            r += if input.mla {
+                1.5 * 1024.0
+            } else {
+                input
+                    .piecewise_tokens_len
+                    .unwrap_or_else(|| piecewise_len(input, chunked)) as f64
+                    * 8.0
+            };
         }
         if above_60g {
             r = f64::max(r, 10.0 * 1024.0);

@@ -289,3 +289,28 @@ fn activation_reserve_and_l1_runner() {
     assert_eq!(l1_runner_fraction(0.95, false, true), 0.95 * 0.85);
     assert_eq!(l1_runner_fraction(0.88, false, false), 0.88);
 }
+
+#[test]
+fn l3_piecewise_graph_is_on_by_default() {
+    // SGLang 0.5.12's dataclass default runs piecewise graphs; their token sizes up to the
+    // chunk size are reserved (reference table row: 24576 MiB, tp 1, Llama: 0.833).
+    // 512 + 2048 * 1.5 + 24 * 2 + 128 + 42 * 8 = 4096 -> round(20480 / 24576, 3) = 0.833.
+    let i = input(Layout::V0_5_12, 24576.0, 1);
+    assert_eq!(sglang_defaults(&i).reserved_mb, Some(4096.0));
+    assert_eq!(sglang_defaults(&i).mem_fraction_static, 0.833);
+    let mut off = i.clone();
+    off.piecewise_graph = false;
+    assert_eq!(sglang_defaults(&off).mem_fraction_static, 0.847);
+}
+
+#[test]
+fn l4a_prefill_graph_not_capped_for_pp() {
+    // 0.5.18 has no PP cap on the prefill graph max_bs (0.5.23 caps breakable at 8192):
+    // 196608 MiB, tp 1, pp 2: chunked 16384 -> 74 sizes in 0.5.18, 58 in 0.5.23.
+    let mut i = input(Layout::V0_5_18, 196608.0, 1);
+    i.pp_size = 2;
+    assert_eq!(sglang_defaults(&i).prefill_graph_bs_len, Some(74));
+    assert_eq!(sglang_defaults(&i).mem_fraction_static, 0.863);
+    i.layout = Layout::V0_5_23;
+    assert_eq!(sglang_defaults(&i).prefill_graph_bs_len, Some(58));
+}

@@ -57,18 +57,34 @@ pub fn pre_capture_activation_reserve_mb(
     r
 }
 
+/// 0.5.12 `_generate_piecewise_cuda_graph_tokens()` count: the same generator up to
+/// `piecewise_cuda_graph_max_tokens` (the chunk size; MLA 2048; capped by max_total_tokens;
+/// llama-2 at 4096).
+pub(super) fn piecewise_len(input: &DefaultsInput, chunked: i64) -> usize {
+    let mut max_tokens = if input.mla { 2048 } else { chunked };
+    if let Some(t) = input.max_total_tokens {
+        max_tokens = max_tokens.min(t);
+    }
+    if input.llama2 {
+        max_tokens = max_tokens.min(4096);
+    }
+    prefill_graph_batch_sizes(max_tokens).len()
+}
+
 /// The prefill graph batch-size count (0.5.18+): explicit, or the generator up to the default
-/// max_bs (chunked size; MLA `min(8192, ..)`; capped by max_total_tokens; llama-2 at 4096).
+/// max_bs (chunked size; MLA: 2048 in 0.5.18, `min(8192, ..)` in 0.5.23; 0.5.23 breakable PP at
+/// most 8192; capped by max_total_tokens; llama-2 at 4096).
 pub(super) fn prefill_len(input: &DefaultsInput, chunked: i64) -> usize {
     if let Some(n) = input.prefill_graph_bs_len {
         return n;
     }
-    let mut max_bs = if input.mla {
-        chunked.min(8192)
-    } else {
-        chunked
+    let l4 = input.layout == Layout::V0_5_23;
+    let mut max_bs = match (input.mla, l4) {
+        (true, true) => chunked.min(8192),
+        (true, false) => 2048,
+        (false, _) => chunked,
     };
-    if input.pp_size > 1 && input.prefill_graph == PrefillGraph::Breakable {
+    if l4 && input.pp_size > 1 && input.prefill_graph == PrefillGraph::Breakable {
         max_bs = max_bs.min(8192);
     }
     if let Some(t) = input.max_total_tokens {
