@@ -311,7 +311,18 @@ fn vllm(r: &VllmReport) -> Value {
 /// The report as JSON.
 pub fn render(report: &SizeReport) -> Value {
     match report {
-        SizeReport::Sglang(r) => sglang(r),
+        SizeReport::Sglang(r) => {
+            let mut v = sglang(r);
+            let d = r.defaults.as_ref().map(|d| &d.defaults);
+            let s = &r.settings;
+            v["chunked_prefill_size"] =
+                json!(s.chunked_prefill_size.or(d.map(|d| d.chunked_prefill_size)));
+            v["cuda_graph_max_bs"] =
+                json!(s.cuda_graph_max_bs.or(d.and_then(|d| d.cuda_graph_max_bs)));
+            v["reserved_mb"] = json!(d.and_then(|d| d.reserved_mb));
+            v["max_running_requests"] = json!(r.result.max_running_requests);
+            v
+        }
         SizeReport::Vllm(r) => vllm(r),
         SizeReport::DefaultsOnly(o) => {
             let (l, d, cell_bytes, m) = (&o.layout, &o.defaults, o.cell_bytes, &o.model);
@@ -327,6 +338,10 @@ pub fn render(report: &SizeReport) -> Value {
                 "detail": format!("SGLang {} default for {} MiB, tp {}", d.layout.release(), d.gpu_mem_mib.value, d.tp),
             },
             "defaults": defaults(d, None),
+            "chunked_prefill_size": d.defaults.chunked_prefill_size,
+            "cuda_graph_max_bs": d.defaults.cuda_graph_max_bs,
+            "reserved_mb": d.defaults.reserved_mb,
+            "max_running_requests": Value::Null,
             "pre_bytes": Value::Null,
             "available_bytes": Value::Null,
             "rest_bytes": Value::Null,
