@@ -468,7 +468,9 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.work)
-    record = {}
+    rec_path = out / "releases.json"
+    # Layouts not regenerated this time keep their record.
+    record = json.loads(rec_path.read_text()) if rec_path.exists() else {}
     logging.disable(logging.CRITICAL)
     for layout in args.layouts.split(","):
         release, root, wheel = fetch_wheel(layout, work)

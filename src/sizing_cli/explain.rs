@@ -285,6 +285,7 @@ pub fn evaluate(model: &ModelGeometry, s: &Settings, sc: &Scenario) -> Result<Ev
     input.page_size = sc.page_size;
     input.max_total_tokens = sc.max_total_tokens;
     input.max_running_requests = s.max_running_requests;
+    input.req_pool_extra_slot = s.req_pool_extra_slot;
     input.attn_dp_size = if s.dp_attention { s.dp.max(1) } else { 1 };
     input.swa = swa;
     let spec = match (sc.layout, s.speculative) {

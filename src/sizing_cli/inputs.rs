@@ -245,6 +245,8 @@ pub struct Settings {
     /// The other capacity a run recorded (NVML vs driver), when it differs.
     pub gpu_mem_alternative: Option<Sourced<f64>>,
     pub model_path: Option<String>,
+    /// `--sglang-version` before 0.4.7: `ReqToTokenPool(size=max_num_reqs + 1)`.
+    pub req_pool_extra_slot: bool,
     pub server_args_origin: Option<String>,
 }
 
@@ -335,6 +337,10 @@ impl Settings {
             args.enable_dp_attention || sa.bool("enable_dp_attention").unwrap_or(false);
         let (gpu_mem_mib, gpu_mem_alternative) = gpu_capacity(args, run);
         Settings {
+            req_pool_extra_slot: args
+                .sglang_version
+                .as_deref()
+                .is_some_and(vramledger_engines::sizing::layout::req_pool_extra_slot),
             tp,
             pp,
             dp,

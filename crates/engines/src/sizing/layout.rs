@@ -95,6 +95,13 @@ impl fmt::Display for Layout {
     }
 }
 
+/// Whether `version`'s `init_memory_pool` builds `ReqToTokenPool(size=max_num_reqs + 1)`:
+/// releases before 0.4.7 (0.4.6.post5 executed; 0.4.7's wheel has `size=max_num_reqs`; the 0.4.1
+/// and 0.4.3 logs show the extra slot). `false` for an unparseable version.
+pub fn req_pool_extra_slot(version: &str) -> bool {
+    parse_version(version).is_some_and(|(nums, _)| nums < (0, 4, 7))
+}
+
 /// `"v0.5.8.post1"` → `((0, 5, 8), false)`; `"0.5.0rc2"` → `((0, 5, 0), true)`.
 /// Missing components are 0 (`"0.5"` → 0.5.0).
 fn parse_version(version: &str) -> Option<((u32, u32, u32), bool)> {

@@ -65,6 +65,9 @@ pub struct SizingInput {
     pub fixed_overhead_bytes: u64,
     /// L4a/L4 post-capture: tokens may only shrink below this.
     pub cap_tokens: Option<i64>,
+    /// L1 releases up to 0.4.6.postN build `ReqToTokenPool(size=max_num_reqs + 1)` (0.4.7 and
+    /// later: `size=max_num_reqs`); see [`super::layout::req_pool_extra_slot`].
+    pub req_pool_extra_slot: bool,
 }
 
 impl SizingInput {
@@ -96,6 +99,7 @@ impl SizingInput {
             mamba_min_slack_gib: None,
             fixed_overhead_bytes: 0,
             cap_tokens: None,
+            req_pool_extra_slot: false,
         }
     }
 }
@@ -138,7 +142,9 @@ pub struct SizingResult {
     pub tokens: i64,
     pub swa_tokens: Option<i64>,
     pub mamba_cache_size: Option<i64>,
-    /// L1/L2: `max_num_reqs`, the `ReqToTokenPool` size (0.4.x before ~0.4.5 logged one more).
+    /// L1/L2: the `ReqToTokenPool` size: `max_num_reqs + 1` up to 0.4.6.postN (its
+    /// `init_memory_pool` builds `ReqToTokenPool(size=max_num_reqs + 1, ...)`), `max_num_reqs`
+    /// from 0.4.7. `TpModelWorker` caps `max_running_requests` at this size.
     pub req_pool_size: i64,
     pub max_running_requests: i64,
     /// SGLang's warning when `--max-total-tokens` exceeds the profiled value.
@@ -317,12 +323,18 @@ pub(super) fn run(input: &SizingInput, f: f64) -> SizingResult {
             }
         }
         r.tokens = tokens;
-        r.req_pool_size = pool;
+        // 0.4.6.post5: ReqToTokenPool(size=max_num_reqs + 1); 0.4.7+: size=max_num_reqs.
+        // (SGLang reference table, 0.4.6 token rows: max_running_requests 2049 at 80 GB.)
+        r.req_pool_size = if layout == Layout::V0_4_6 && input.req_pool_extra_slot {
+            pool + 1
+        } else {
+            pool
+        };
         let server_limit = match input.max_running_requests {
             Some(m) => (m / input.attn_dp_size.max(1)) as i64,
             None => py_floordiv_int(tokens, 2),
         };
-        r.max_running_requests = server_limit.min(pool);
+        r.max_running_requests = server_limit.min(r.req_pool_size);
     } else {
         if layout == Layout::V0_5_23 {
             r.budget_bytes = (r.budget_bytes - input.fixed_overhead_bytes as i64).max(0);

@@ -16,13 +16,18 @@ fn l1_float_floordiv_llama_80gb() {
     // rest = 63.72 - 78.81 * (1 - 0.88) = 54.2628 GiB (CPython: 54.2628);
     // 54.2628 * 2^30 // 131072 = 444520.86 -> 444520 tokens (page 1).
     // max_num_reqs = min(max(int(444520 / 131072 * 512) = 1736, 2048), 4096) = 2048;
-    // max_running_requests = min(444520 // 2, 2048) = 2048.
-    let i = SizingInput::new(Layout::V0_4_6, LLAMA8B_CELL, 0.88, 78.81, 63.72, 131_072);
+    // ReqToTokenPool(size=max_num_reqs + 1) = 2049 slots (0.4.6.post5);
+    // max_running_requests = min(444520 // 2, 2049) = 2049.
+    let mut i = SizingInput::new(Layout::V0_4_6, LLAMA8B_CELL, 0.88, 78.81, 63.72, 131_072);
+    i.req_pool_extra_slot = true;
     let r = size(&i);
     assert_eq!(r.rest_gib, 54.2628);
     assert_eq!((r.profiled_tokens, r.tokens), (444_520, 444_520));
-    assert_eq!((r.req_pool_size, r.max_running_requests), (2048, 2048));
+    assert_eq!((r.req_pool_size, r.max_running_requests), (2049, 2049));
     assert_eq!(r.error, None);
+    // 0.4.7 and later: ReqToTokenPool(size=max_num_reqs).
+    i.req_pool_extra_slot = false;
+    assert_eq!(size(&i).max_running_requests, 2048);
 }
 
 #[test]

@@ -1,0 +1,252 @@
+"""KV token rows: executes SGLang's own KV-sizing functions (wired in by generate.py).
+
+L1/L2 (0.4.6, 0.5.5): `ModelRunner.profile_max_num_token` as it is, and `init_memory_pool`'s
+statements from its start to the `max_total_num_tokens <= 0` RuntimeError (dtype choice, profile,
+`max_num_reqs` default, spec headroom, `max_total_tokens` cap, page floor, PP MIN, the error),
+then the `ReqToTokenPool(size=...)` expression of the same function and `TpModelWorker`'s
+`self.max_running_requests = min(...)` statement.
+
+L3 (0.5.12): `ModelRunnerKVCacheMixin._profile_available_bytes`, `_apply_token_constraints`,
+`_resolve_max_num_reqs`, `_resolve_memory_pool_config`, and `DefaultPoolConfigurator` (module
+`pool_configurator.py` loaded as is, with stub modules for its imports).
+
+L4a/L4 (0.5.18, 0.5.23): `KVCacheConfigurator._profile_available_bytes`,
+`_apply_token_constraints`, `resolve_max_num_reqs`, `_resolve_memory_pool_config`,
+`config_from_budget`, and `DefaultPoolConfigurator` (as L3).
+
+Stubbed (not arithmetic): torch (dtypes with their itemsize; `_utils._element_size`),
+`get_available_gpu_memory` (the grid's GiB float), the world group (world size = TP, one rank:
+MIN all-reduces are the identity), logging, the model config (the fields the code reads, from
+tests/data/sglang-reference/{llama,deepseek}.json; `head_dim = hidden_size // heads`,
+`context_len = max_position_embeddings`; `get_num_kv_heads` is the wheel's own method).
+`mem_fraction_static` is the grid's value or, when the grid leaves it unset, the value the
+defaults runner (generate.py, SGLang's own default function) derives for the grid's GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import sys
+import types
+from pathlib import Path
+
+import generate as G
+
+REPO = Path(__file__).resolve().parent.parent.parent
+MODELS = {
+    False: json.loads((REPO / "tests/data/sglang-reference/llama.json").read_text()),
+    True: json.loads((REPO / "tests/data/sglang-reference/deepseek.json").read_text()),
+}
+
+
+class NoSpec:
+    """`SpeculativeAlgorithm.NONE`: is_none() true, every other is_*() false."""
+
+    def __getattr__(self, k):
+        if k.startswith("is_"):
+            return lambda: k == "is_none"
+        raise AttributeError(k)
+
+
+class DType:
+    def __init__(self, name, itemsize):
+        self.name = name
+        self.itemsize = itemsize
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+
+def torch_stub():
+    t = types.ModuleType("torch")
+    for name, size in [
+        ("bfloat16", 2), ("float16", 2), ("float32", 4), ("uint8", 1), ("int64", 8),
+        ("float8_e4m3fn", 1), ("float8_e5m2", 1), ("float8_e4m3fnuz", 1), ("float8_e5m2fnuz", 1),
+    ]:
+        setattr(t, name, DType(name, size))
+    t._utils = types.SimpleNamespace(_element_size=lambda d: d.itemsize)
+    t.cuda = types.SimpleNamespace(
+        empty_cache=lambda: None, synchronize=lambda *a: None, device_count=lambda: 1,
+        get_device_properties=lambda *a: types.SimpleNamespace(total_memory=0),
+    )
+    return t
+
+
+def model_config(mla: bool, mc_methods: dict):
+    m = MODELS[mla]
+    hf = types.SimpleNamespace(**m)
+    cls = type("ModelConfigStub", (), dict(mc_methods))
+    mc = cls()
+    mc.hf_config = hf
+    mc.hf_text_config = hf
+    mc.context_len = m["max_position_embeddings"]
+    mc.head_dim = m["hidden_size"] // m["num_attention_heads"]
+    mc.v_head_dim = mc.head_dim if not mla else m["v_head_dim"]
+    mc.num_hidden_layers = m["num_hidden_layers"]
+    mc.num_attention_layers = m["num_hidden_layers"]
+    mc.num_key_value_heads = m["num_key_value_heads"]
+    mc.num_attention_heads = m["num_attention_heads"]
+    mc.kv_lora_rank = m.get("kv_lora_rank")
+    mc.qk_rope_head_dim = m.get("qk_rope_head_dim")
+    mc.is_multimodal = False
+    mc.is_hybrid_swa = False
+    mc.attention_arch = "MLA" if mla else "MHA"
+    mc.is_encoder_decoder = False
+    return mc
+
+
+def _method_source(path: Path, cls: str, name: str) -> ast.FunctionDef:
+    tree = ast.parse(path.read_text())
+    c = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return next(n for n in c.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+class TokensRunner:
+    def __init__(self, layout: str, root: Path):
+        self.layout = layout
+        self.root = root
+        self.srt = root / "sglang" / "srt"
+        self.defaults = G.DefaultsRunner(layout, root)
+        self.torch = torch_stub()
+        self.g = G.base_globals(torch=self.torch, SGLANG_CI_SMALL_KV_SIZE=None)
+        self.g["get_available_gpu_memory"] = lambda *a, **k: self._avail
+        self.g["get_world_group"] = lambda: types.SimpleNamespace(
+            world_size=self._world, cpu_group=None)
+        self.g["get_attention_tp_size"] = lambda: self._attn_tp
+        self.g["log_info_on_rank0"] = lambda *a, **k: None
+        mc_path = self.srt / "configs" / "model_config.py"
+        self.mc_methods = G.extract(
+            mc_path, ["get_total_num_kv_heads", "get_num_kv_heads"], G.base_globals(),
+            cls="ModelConfig")
+        self.functions = ["ModelConfig.get_total_num_kv_heads", "ModelConfig.get_num_kv_heads"]
+        if layout in ("0.4.6", "0.5.5"):
+            self._init_l12()
+        else:
+            raise ImportError(f"token functions of {layout} not wired yet")
+
+    # ---------------------------------------------------------------- L1/L2
+    def _init_l12(self):
+        mr = self.srt / "model_executor" / "model_runner.py"
+        self.mr_methods = G.extract(mr, ["profile_max_num_token"], self.g, cls="ModelRunner")
+        imp = _method_source(mr, "ModelRunner", "init_memory_pool")
+        end = next(
+            i for i, st in enumerate(imp.body)
+            if "max_total_num_tokens <= 0" in ast.unparse(st).split("\n")[0]
+        )
+        body = imp.body[: end + 1] + [ast.parse("return max_num_reqs").body[0]]
+        fn = ast.FunctionDef(name="_init_memory_pool_sizing", args=imp.args, body=body,
+                             decorator_list=[], returns=None)
+        exec(compile(ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[])),
+                     str(mr), "exec"), self.g)
+        self.sizing = self.g["_init_memory_pool_sizing"]
+        # size= of the plain ReqToTokenPool(...) constructor in init_memory_pool
+        self.pool_size_expr = next(
+            kw.value for n in ast.walk(imp) if isinstance(n, ast.Call)
+            and getattr(n.func, "id", None) == "ReqToTokenPool"
+            for kw in n.keywords if kw.arg == "size"
+        )
+        tw = self.srt / "managers" / "tp_worker.py"
+        self.mrr_stmt = next(
+            n for n in ast.walk(ast.parse(tw.read_text()))
+            if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "self.max_running_requests"
+        )
+        self.functions += [
+            "ModelRunner.profile_max_num_token",
+            f"ModelRunner.init_memory_pool (statements {imp.body[0].lineno}-{imp.body[end].end_lineno}: "
+            "dtype to the 'Not enough memory' RuntimeError)",
+            f"ModelRunner.init_memory_pool: ReqToTokenPool size= `{ast.unparse(self.pool_size_expr)}`",
+            f"TpModelWorker.__init__: `{ast.unparse(self.mrr_stmt).splitlines()[0]} ...` (line {self.mrr_stmt.lineno})",
+        ]
+
+    def _run_l12(self, p, sa, mc, mfs):
+        runner = types.SimpleNamespace(
+            device="cuda", gpu_id=0, is_draft_worker=False, num_effective_layers=mc.num_hidden_layers,
+            use_mla_backend=p["mla"], model_config=mc, mem_fraction_static=mfs, server_args=sa,
+            spec_algorithm=NoSpec(), page_size=p["page_size"],
+            pp_size=1, mambaish_config=None, dtype=self.torch.bfloat16,
+            model=types.SimpleNamespace(quant_config=None), is_hybrid=False,
+            req_to_token_pool=None, start_layer=0, end_layer=mc.num_hidden_layers,
+        )
+        for n, f in self.mr_methods.items():
+            setattr(runner, n, types.MethodType(f, runner))
+        max_num_reqs = self.sizing(runner, p["pre_gib"], sa.max_running_requests, sa.max_total_tokens)
+        size = eval(compile(ast.Expression(self.pool_size_expr), "size", "eval"),
+                    self.g, {"max_num_reqs": max_num_reqs, "self": runner})
+        worker = types.SimpleNamespace(
+            max_total_num_tokens=runner.max_total_num_tokens,
+            model_runner=types.SimpleNamespace(req_to_token_pool=types.SimpleNamespace(size=size)),
+        )
+        loc = {"self": worker, "server_args": sa}
+        exec(compile(ast.fix_missing_locations(ast.Module(body=[self.mrr_stmt], type_ignores=[])),
+                     "tp_worker", "exec"), self.g, loc)
+        return {"tokens": runner.max_total_num_tokens,
+                "max_running_requests": worker.max_running_requests}
+
+    # ---------------------------------------------------------------- common
+    def _fraction(self, p):
+        if p.get("mem_fraction_static") is not None:
+            return p["mem_fraction_static"]
+        d = self.defaults.run({k: v for k, v in p.items()})
+        if "error" in d:
+            raise RuntimeError(d["error"])
+        return d["mem_fraction_static"]
+
+    def run(self, p: dict) -> dict:
+        mfs = self._fraction(p)
+        self._avail = p["available_gib"]
+        self._world = p["tp"]
+        self._attn_tp = p["tp"]
+        mc = model_config(p["mla"], self.mc_methods)
+        sa = G.FakeArgs(self.defaults.defaults, dict(
+            tp_size=p["tp"], pp_size=1, dp_size=1, enable_dp_attention=False,
+            page_size=p["page_size"], max_total_tokens=p.get("max_total_tokens"),
+            max_running_requests=p.get("max_running_requests"),
+            kv_cache_dtype=p["kv_cache_dtype"], mem_fraction_static=mfs,
+            speculative_algorithm=None, device="cuda",
+        ))
+        try:
+            out = self._run_l12(p, sa, mc, mfs)
+        except Exception as e:  # noqa: BLE001 - the table records SGLang's failure
+            return {"error": f"{type(e).__name__}: {e}"}
+        out["mem_fraction_static"] = mfs
+        return out
+
+
+def tokens_grid(layout: str):
+    base = dict(dp=1, dp_attention=False, spec="none", post_capture=False, platform="cuda", pp=1)
+    for mla, tp, dtype, page, (gpu, pre, avail) in itertools.product(
+        [False, True],
+        [1, 2, 8],
+        ["auto", "fp8_e4m3"],
+        [1, 16, 64],
+        [
+            (81559, 78.81, 63.72),
+            (143771, 139.2, 120.37),
+            (143771, 139.2, 10.5),    # big weights: rest <= 0 at the default fraction
+            (24576, 23.3, 2.01),
+        ],
+    ):
+        if mla and tp == 2:
+            continue
+        yield dict(base, gpu_mem=gpu, mla=mla, tp=tp, kv_cache_dtype=dtype, page_size=page,
+                   pre_gib=pre, available_gib=avail)
+    # Caps, explicit requests and fractions on one capacity.
+    for mla, extra in itertools.product(
+        [False, True],
+        [
+            dict(max_total_tokens=4096),
+            dict(max_total_tokens=100000),
+            dict(max_total_tokens=100000000),
+            dict(max_running_requests=64),
+            dict(max_running_requests=5000),
+            dict(max_running_requests=64, max_total_tokens=100),
+            dict(mem_fraction_static=0.85),
+            dict(mem_fraction_static=0.5),
+            dict(mem_fraction_static=0.95, max_running_requests=10000),
+        ],
+    ):
+        for page in (1, 64):
+            yield dict(base, gpu_mem=81559, mla=mla, tp=1, kv_cache_dtype="auto", page_size=page,
+                       pre_gib=78.81, available_gib=63.72, **extra)
