@@ -954,3 +954,42 @@ fn a_run_reads_its_launch_flags_from_the_journal_header() {
     // Run time after the pool: 100 MiB of graph pool.
     assert_eq!(v["explanation"]["runtime"]["need_bytes"], 100 * MIB);
 }
+
+/// The calculator: every input a flag. `--pre-gib/--available-gib` are exact GiB floats
+/// (tolerance 0); the numbers are those of SGLang 0.4.6.post5's own functions
+/// (tests/data/sglang-reference/0.4.6.jsonl, first token row).
+#[test]
+fn calculator_flags_exact_failure_and_bad_input() {
+    let cfg =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sglang-reference/llama.json");
+    let base = [
+        "--sglang-version",
+        "0.4.6",
+        "--gpu-mem-mib",
+        "81559",
+        "--model-config",
+        s(&cfg),
+    ];
+    let mut ok = base.to_vec();
+    ok.extend(["--pre-gib", "78.81", "--available-gib", "63.72"]);
+    let (rc, v) = size_json(&ok);
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["measured"]["exact"], true);
+    assert_eq!(v["tolerance_tokens"], 0);
+    assert_eq!(v["tokens"], 444_520);
+    assert_eq!(v["max_running_requests"], 2049);
+    assert_eq!(v["mem_fraction_static"]["value"], 0.88);
+
+    // Weights leave too little: SGLang raises "Not enough memory"; exit 1.
+    let mut bad = base.to_vec();
+    bad.extend(["--pre-gib", "23.3", "--available-gib", "2.01"]);
+    let (rc, v) = size_json(&bad);
+    assert_eq!(rc, 1, "{v}");
+    assert!(!v["error"].is_null(), "{v}");
+
+    // --pre-gib without --available-gib is bad input: exit 2.
+    let mut half = base.to_vec();
+    half.extend(["--pre-gib", "78.81"]);
+    let (rc, _, err) = size(&half);
+    assert_eq!(rc, 2, "{err}");
+}
