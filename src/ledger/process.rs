@@ -148,6 +148,17 @@ pub struct ProcessBooks {
     pub events: usize,
 }
 
+impl ProcessBooks {
+    /// The books kept apart from VRAM, named as reports show them.
+    pub fn apart(&self) -> [(&'static str, LivePeak); 3] {
+        [
+            ("host pinned", self.host_pinned),
+            ("managed", self.managed),
+            ("VA reserved (virtual only)", self.virtual_reserved),
+        ]
+    }
+}
+
 struct Span {
     name: String,
     index: usize,

@@ -570,12 +570,7 @@ fn process_section(
         let tl = tls.and_then(|t| t.iter().find(|t| t.device == d.device));
         device_section(out, p, d, tl, units);
     }
-    let apart = [
-        ("host pinned", p.host_pinned),
-        ("managed", p.managed),
-        ("VA reserved (virtual only)", p.virtual_reserved),
-    ];
-    for (what, lp) in apart {
+    for (what, lp) in p.apart() {
         if lp.peak > 0 {
             let _ = writeln!(
                 out,

@@ -149,12 +149,7 @@ fn process(out: &mut String, p: &ProcessBooks, units: Units) {
     for d in &p.devices {
         device_table(out, d, units);
     }
-    let apart = [
-        ("host pinned", p.host_pinned),
-        ("managed", p.managed),
-        ("VA reserved (virtual only)", p.virtual_reserved),
-    ];
-    for (what, lp) in apart {
+    for (what, lp) in p.apart() {
         if lp.peak > 0 {
             let _ = writeln!(
                 out,
