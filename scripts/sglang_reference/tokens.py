@@ -41,6 +41,15 @@ MODELS = {
 }
 
 
+class StubModule(types.ModuleType):
+    """A stand-in module for an import: any name is an inert stub (no arithmetic)."""
+
+    def __getattr__(self, k):
+        if k.startswith("__"):
+            raise AttributeError(k)
+        return G.Stub(f"{self.__name__}.{k}")
+
+
 class NoSpec:
     """`SpeculativeAlgorithm.NONE`: is_none() true, every other is_*() false."""
 
@@ -94,6 +103,7 @@ def model_config(mla: bool, mc_methods: dict):
     mc.is_hybrid_swa = False
     mc.attention_arch = "MLA" if mla else "MHA"
     mc.is_encoder_decoder = False
+    mc.is_draft_model = False
     return mc
 
 
@@ -123,8 +133,10 @@ class TokensRunner:
         self.functions = ["ModelConfig.get_total_num_kv_heads", "ModelConfig.get_num_kv_heads"]
         if layout in ("0.4.6", "0.5.5"):
             self._init_l12()
+        elif layout == "0.5.12":
+            self._init_l3()
         else:
-            raise ImportError(f"token functions of {layout} not wired yet")
+            self._init_l4()
 
     # ---------------------------------------------------------------- L1/L2
     def _init_l12(self):
@@ -184,6 +196,170 @@ class TokensRunner:
         return {"tokens": runner.max_total_num_tokens,
                 "max_running_requests": worker.max_running_requests}
 
+    # ---------------------------------------------------------------- L3
+    def _stub_modules(self, names, **provided):
+        """Stand-in modules for imports: they provide names only (inert stubs), plus the
+        non-arithmetic queries in `provided` (module name -> {name: value})."""
+        for n in names:
+            m = StubModule(n)
+            m.__dict__.update(provided.get(n, {}))
+            sys.modules[n] = m
+
+    def _load_pool_configurator(self, stub_names, provided):
+        self._stub_modules(stub_names, **provided)
+        sys.modules["torch"] = self.torch
+        path = self.srt / "model_executor" / "pool_configurator.py"
+        self.pool_mod = G.load_file_module(
+            path, f"pool_configurator_{self.layout.replace('.', '_')}")
+        self.functions.append(
+            "model_executor/pool_configurator.py loaded as is (MemoryPoolConfig, "
+            "DefaultPoolConfigurator, create_memory_pool_configurator)")
+
+    def _activate(self):
+        """The deferred `from ...pool_configurator import ...` inside the methods finds this
+        layout's module."""
+        sys.modules["sglang.srt.model_executor.pool_configurator"] = self.pool_mod
+        for k, v in self.deferred.items():
+            sys.modules[k] = v
+
+    def _init_l3(self):
+        self.deferred = {}
+        self._load_pool_configurator(
+            ["sglang.srt.configs.model_config", "sglang.srt.environ",
+             "sglang.srt.layers.dp_attention", "sglang.srt.mem_cache.deepseek_v4_memory_pool",
+             "sglang.srt.mem_cache.memory_pool", "sglang.srt.utils.common"],
+            {"sglang.srt.layers.dp_attention": {"get_attention_tp_size": lambda: self._attn_tp}},
+        )
+        mixin = self.srt / "model_executor" / "model_runner_kv_cache_mixin.py"
+        names = ["_profile_available_bytes", "_apply_token_constraints", "_resolve_max_num_reqs",
+                 "_resolve_memory_pool_config"]
+        self.mr_methods = G.extract(mixin, names, self.g, cls="ModelRunnerKVCacheMixin")
+        mr = self.srt / "model_executor" / "model_runner.py"
+        self.g.update(_is_hip=False)
+        self.mr_methods.update(G.extract(mr, ["configure_kv_cache_dtype"], self.g, cls="ModelRunner"))
+        self.dp_stmt = next(
+            n for n in ast.walk(ast.parse(mr.read_text()))
+            if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "self.dp_size"
+        )
+        self.functions += [f"ModelRunnerKVCacheMixin.{n}" for n in names] + [
+            "ModelRunner.configure_kv_cache_dtype",
+            f"ModelRunner.__init__: `{ast.unparse(self.dp_stmt)}` (line {self.dp_stmt.lineno})",
+            "TpModelWorker.__init__: `self.max_running_requests = "
+            "self.model_runner.max_running_requests` (taken as the config's value)",
+        ]
+
+    def _run_l3(self, p, sa, mc, mfs):
+        self._activate()
+        runner = types.SimpleNamespace(
+            device="cuda", gpu_id=0, is_draft_worker=False, num_effective_layers=mc.num_hidden_layers,
+            use_mla_backend=p["mla"], model_config=mc, mem_fraction_static=mfs, server_args=sa,
+            spec_algorithm=NoSpec(), page_size=p["page_size"], pp_size=1, mambaish_config=None,
+            dtype=self.torch.bfloat16, model=types.SimpleNamespace(quant_config=None),
+            is_hybrid_swa=False, start_layer=0, end_layer=mc.num_hidden_layers,
+        )
+        exec(compile(ast.fix_missing_locations(ast.Module(body=[self.dp_stmt], type_ignores=[])),
+                     "model_runner", "exec"), self.g, {"self": runner, "server_args": sa})
+        for n, f in self.mr_methods.items():
+            setattr(runner, n, types.MethodType(f, runner))
+        runner.configure_kv_cache_dtype()
+        config = runner._resolve_memory_pool_config(p["pre_gib"])
+        return {"tokens": config.max_total_num_tokens,
+                "max_running_requests": config.max_running_requests}
+
+    # ---------------------------------------------------------------- L4a/L4
+    def _init_l4(self):
+        l23 = self.layout == "0.5.23"
+        kvcf = self.srt / "mem_cache" / "kv_cache_configurator.py"
+        sched = lambda: self._sched  # noqa: E731 - parallel/schedule state queries
+        par = lambda: self._par  # noqa: E731
+        rc = {
+            "get_schedule": sched, "get_parallel": par,
+            "get_memory": lambda: G.FakeArgs({}, {}), "get_disagg": lambda: G.FakeArgs({}, {}),
+            "get_spec": lambda: G.FakeArgs({}, {}), "get_exec": lambda: G.Stub("exec"),
+            "get_mm": lambda: G.FakeArgs({}, {}), "get_model": lambda: G.FakeArgs({}, {}),
+            "configured_pp_size": lambda: 1,
+        }
+        stubs = ["sglang.srt.configs.hybrid_arch", "sglang.srt.configs.model_config",
+                 "sglang.srt.environ", "sglang.srt.mem_cache.allocation_sizing",
+                 "sglang.srt.mem_cache.deepseek_v4_memory_pool", "sglang.srt.mem_cache.memory_pool",
+                 "sglang.srt.runtime_context", "sglang.srt.utils.common",
+                 "sglang.srt.speculative.spec_info"]
+        provided = {"sglang.srt.runtime_context": rc}
+        self.deferred = {}
+        # Functions the configurator imports inside its methods: the wheel's own.
+        g2 = G.base_globals(torch=self.torch, **rc)
+        cp = types.ModuleType("sglang.srt.layers.cp.utils")
+        cp.__dict__.update(G.extract(self.srt / "layers" / "cp" / "utils.py",
+                                     ["get_glm_dsa_layer_split_effective_num_layers"], g2))
+        self.deferred["sglang.srt.layers.cp.utils"] = cp
+        kvm = types.ModuleType("sglang.srt.mem_cache.kv_cache_configurator")
+        kvm.__dict__.update(G.extract(kvcf, ["calculate_mla_kv_cache_dim"], g2))
+        self.deferred["sglang.srt.mem_cache.kv_cache_configurator"] = kvm
+        self.functions += [
+            "layers/cp/utils.py::get_glm_dsa_layer_split_effective_num_layers",
+            "mem_cache/kv_cache_configurator.py::calculate_mla_kv_cache_dim",
+        ]
+        if l23:
+            stubs += ["sglang.srt.arg_groups.overrides", "sglang.srt.mem_cache.page_interleave"]
+            pi = G.extract(self.srt / "mem_cache" / "page_interleave.py",
+                           ["compute_page_shard_scratch_bytes", "make_page_shard_spec",
+                            "get_kv_shard_group_info"], g2)
+            provided["sglang.srt.mem_cache.page_interleave"] = pi
+            self.functions.append("mem_cache/page_interleave.py::compute_page_shard_scratch_bytes, "
+                                  "make_page_shard_spec, get_kv_shard_group_info")
+            qsa = types.ModuleType("sglang.srt.layers.attention.qsa.config")
+            qsa.__dict__.update(G.extract(
+                self.srt / "layers" / "attention" / "qsa" / "config.py",
+                ["_text_config", "parse_qsa_profile"], g2))
+            self.deferred["sglang.srt.layers.attention.qsa.config"] = qsa
+            self.deferred["sglang.srt.mem_cache.qsa_kv_pool"] = StubModule(
+                "sglang.srt.mem_cache.qsa_kv_pool")
+            self.functions.append("layers/attention/qsa/config.py::parse_qsa_profile (None: no QSA)")
+        self._load_pool_configurator(stubs, provided)
+        self.g.update(rc)
+        self.g.update(gc=types.SimpleNamespace(collect=lambda: None))
+        mm = G.extract(kvcf, ["mm_runtime_reservation_gb"], self.g)
+        names = ["_profile_available_bytes", "_apply_token_constraints", "resolve_max_num_reqs",
+                 "_resolve_memory_pool_config", "config_from_budget"]
+        self.kvc_methods = G.extract(kvcf, names, self.g, cls="KVCacheConfigurator")
+        self.g.update(mm)
+        dt = self.srt / "mem_cache" / "kv_cache_dtype.py"
+        self.g.update(_is_hip=False, current_platform=types.SimpleNamespace(is_cpu=lambda: False))
+        self.kv_dtype = G.extract(dt, ["configure_kv_cache_dtype"], self.g)["configure_kv_cache_dtype"]
+        self.functions += [f"KVCacheConfigurator.{n}" for n in names] + [
+            "mem_cache/kv_cache_configurator.py::mm_runtime_reservation_gb",
+            "mem_cache/kv_cache_dtype.py::configure_kv_cache_dtype",
+        ]
+
+    def _run_l4(self, p, sa, mc, mfs):
+        self._activate()
+        self._sched = G.FakeArgs({}, dict(
+            mem_fraction_static=mfs, max_total_tokens=sa.max_total_tokens,
+            max_running_requests=sa.max_running_requests, page_size=p["page_size"]))
+        self._par = G.FakeArgs({}, dict(
+            attn_tp_size=self._attn_tp, attn_dcp_size=1, attn_cp_size=1, attn_dp_size=self._attn_dp,
+            pp_size=1, launch_world_size=self._world,
+            world_group=types.SimpleNamespace(cpu_group=None), enable_kv_cache_sharding=False))
+        dtype_str, kv_dtype = self.kv_dtype(
+            server_args_kv_cache_dtype=p["kv_cache_dtype"], model=None,
+            model_dtype=self.torch.bfloat16, is_draft_worker=False, is_dflash=False,
+            speculative_draft_attention_backend=None)
+        n = mc.num_hidden_layers
+        kvc = types.SimpleNamespace(
+            device="cuda", gpu_id=0, model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype,
+            kv_cache_dtype_str=dtype_str, model_dtype=self.torch.bfloat16, page_size=p["page_size"],
+            spec_algorithm=NoSpec(), is_draft_worker=False, post_capture_kv_active=False,
+            is_hybrid_swa=False, use_mla_backend=p["mla"], mambaish_config=None,
+            layer_info=types.SimpleNamespace(num_effective_layers=n, start_layer=0, end_layer=n),
+            ps=types.SimpleNamespace(pp_size=1, attn_dp_size=self._attn_dp),
+            pp_size=1, attn_dp_size=self._attn_dp,
+        )
+        for name, f in self.kvc_methods.items():
+            setattr(kvc, name, types.MethodType(f, kvc))
+        config = kvc._resolve_memory_pool_config(p["pre_gib"])
+        return {"tokens": config.max_total_num_tokens,
+                "max_running_requests": config.max_running_requests}
+
     # ---------------------------------------------------------------- common
     def _fraction(self, p):
         if p.get("mem_fraction_static") is not None:
@@ -198,16 +374,22 @@ class TokensRunner:
         self._avail = p["available_gib"]
         self._world = p["tp"]
         self._attn_tp = p["tp"]
+        dp = p.get("dp", 1) if p.get("dp_attention") else 1
+        self._attn_tp = p["tp"] // dp
+        self._attn_dp = dp
         mc = model_config(p["mla"], self.mc_methods)
         sa = G.FakeArgs(self.defaults.defaults, dict(
-            tp_size=p["tp"], pp_size=1, dp_size=1, enable_dp_attention=False,
+            tp_size=p["tp"], pp_size=1, dp_size=p.get("dp", 1),
+            enable_dp_attention=bool(p.get("dp_attention")),
             page_size=p["page_size"], max_total_tokens=p.get("max_total_tokens"),
             max_running_requests=p.get("max_running_requests"),
             kv_cache_dtype=p["kv_cache_dtype"], mem_fraction_static=mfs,
             speculative_algorithm=None, device="cuda",
         ))
+        run = {"0.4.6": self._run_l12, "0.5.5": self._run_l12, "0.5.12": self._run_l3}.get(
+            self.layout, self._run_l4)
         try:
-            out = self._run_l12(p, sa, mc, mfs)
+            out = run(p, sa, mc, mfs)
         except Exception as e:  # noqa: BLE001 - the table records SGLang's failure
             return {"error": f"{type(e).__name__}: {e}"}
         out["mem_fraction_static"] = mfs
@@ -245,8 +427,21 @@ def tokens_grid(layout: str):
             dict(mem_fraction_static=0.85),
             dict(mem_fraction_static=0.5),
             dict(mem_fraction_static=0.95, max_running_requests=10000),
+            dict(max_total_tokens=10),  # page 64: the re-floor leaves 0 tokens
+            # rest = 0.005 GiB > 0 but less than one 64-token page of KV
+            dict(mem_fraction_static=0.85, available_gib=11.8265),
         ],
     ):
         for page in (1, 64):
             yield dict(base, gpu_mem=81559, mla=mla, tp=1, kv_cache_dtype="auto", page_size=page,
-                       pre_gib=78.81, available_gib=63.72, **extra)
+                       pre_gib=78.81, available_gib=63.72) | extra
+    # DP attention (0.5.12+): attention TP = TP / DP; requests are per DP worker.
+    if layout not in ("0.4.6", "0.5.5"):
+        for mla, page, extra in itertools.product(
+            [False, True],
+            [1, 64],
+            [dict(), dict(max_running_requests=64), dict(max_running_requests=5000),
+             dict(max_running_requests=64, max_total_tokens=100)],
+        ):
+            yield dict(base, gpu_mem=81559, mla=mla, tp=8, kv_cache_dtype="auto", page_size=page,
+                       pre_gib=78.81, available_gib=63.72, **extra) | dict(dp=2, dp_attention=True)

@@ -101,12 +101,15 @@ pub(super) fn rest_error(input: &SizingInput, f: f64) -> SizingError {
 pub(super) fn tokens_error(input: &SizingInput, f: f64, r: &SizingResult) -> SizingError {
     let base = "Not enough memory. Please try to increase --mem-fraction-static.";
     let message = match input.layout {
-        Layout::V0_4_6 => base.to_string(),
         Layout::V0_5_5 => format!(
             "{base} Current value: self.server_args.mem_fraction_static={}",
             py_repr(f)
         ),
-        _ => format!("{base} Current value: mem_fraction_static={}", py_repr(f)),
+        // 0.4.6 has no suffix; from 0.5.12 the check is `MemoryPoolConfig.__post_init__`, and
+        // every configurator builds the config without `mem_fraction_static` (it is set
+        // afterwards), so the " Current value: …" suffix is never appended (SGLang reference
+        // table, 0.5.12 token rows).
+        _ => base.to_string(),
     };
     let inequality = format!(
         "max_total_num_tokens = {} <= 0 (rest_memory = {} = {} GiB, page {} × cell {} B)",
