@@ -54,6 +54,11 @@ fn args_of(layout: &str, input: &Value) -> SizeArgs {
         mem_fraction_static: input["mem_fraction_static"].as_f64(),
         pre_gib: input["pre_gib"].as_f64(),
         available_gib: input["available_gib"].as_f64(),
+        speculative_num_steps: u(input, "spec_steps"),
+        speculative_eagle_topk: u(input, "spec_topk"),
+        speculative_num_draft_tokens: u(input, "spec_draft_tokens"),
+        speculative_num_draft_layers: u(input, "draft_layers"),
+        pp_min_tokens_from_other_stages: input["pp_min_tokens_other"].as_i64(),
         margin_gib: 1.0,
         ..SizeArgs::default()
     }

@@ -366,7 +366,7 @@ class DefaultsRunner:
             cuda_graph_max_bs=p.get("cuda_graph_max_bs"),
             mem_fraction_static=None,
             speculative_algorithm=spec,
-            speculative_num_draft_tokens=None,
+            speculative_num_draft_tokens=p.get("spec_draft_tokens"),
             device="cuda",
             disaggregation_mode="null",
             kv_cache_dtype=p.get("kv_cache_dtype", "auto"),

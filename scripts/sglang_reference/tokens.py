@@ -59,6 +59,30 @@ class NoSpec:
         raise AttributeError(k)
 
 
+class EagleSpec:
+    """`SpeculativeAlgorithm.EAGLE`: is_eagle() true, every other is_*() false (not EAGLE3,
+    not STANDALONE, not the DFLASH family)."""
+
+    def __getattr__(self, k):
+        if k.startswith("is_"):
+            return lambda: k == "is_eagle"
+        raise AttributeError(k)
+
+
+def spec_of(p):
+    return EagleSpec() if p.get("spec", "none") != "none" else NoSpec()
+
+
+class Tensor:
+    """`torch.tensor(n)` for the PP MIN all-reduce: holds one int."""
+
+    def __init__(self, v, dtype=None):
+        self.v = v
+
+    def item(self):
+        return self.v
+
+
 class DType:
     def __init__(self, name, itemsize):
         self.name = name
@@ -76,6 +100,8 @@ def torch_stub():
     ]:
         setattr(t, name, DType(name, size))
     t._utils = types.SimpleNamespace(_element_size=lambda d: d.itemsize)
+    t.tensor = Tensor
+    t.iinfo = lambda d: types.SimpleNamespace(max=2**63 - 1)
     t.cuda = types.SimpleNamespace(
         empty_cache=lambda: None, synchronize=lambda *a: None, device_count=lambda: 1,
         get_device_properties=lambda *a: types.SimpleNamespace(total_memory=0),
@@ -126,11 +152,18 @@ class TokensRunner:
             world_size=self._world, cpu_group=None)
         self.g["get_attention_tp_size"] = lambda: self._attn_tp
         self.g["log_info_on_rank0"] = lambda *a, **k: None
+        # The PP MIN all-reduce: the other stages' token count is the grid's input.
+        self.torch.distributed = types.SimpleNamespace(
+            all_reduce=self._all_reduce, ReduceOp=types.SimpleNamespace(MIN="MIN"))
+        self.pp_indices = G.extract(self.srt / "distributed" / "utils.py", ["get_pp_indices"],
+                                    G.base_globals(os=types.SimpleNamespace(
+                                        getenv=lambda *a: None)))["get_pp_indices"]
         mc_path = self.srt / "configs" / "model_config.py"
         self.mc_methods = G.extract(
             mc_path, ["get_total_num_kv_heads", "get_num_kv_heads"], G.base_globals(),
             cls="ModelConfig")
-        self.functions = ["ModelConfig.get_total_num_kv_heads", "ModelConfig.get_num_kv_heads"]
+        self.functions = ["ModelConfig.get_total_num_kv_heads", "ModelConfig.get_num_kv_heads",
+                          "distributed/utils.py::get_pp_indices (the last PP stage's layers)"]
         if layout in ("0.4.6", "0.5.5"):
             self._init_l12()
         elif layout == "0.5.12":
@@ -174,12 +207,12 @@ class TokensRunner:
 
     def _run_l12(self, p, sa, mc, mfs):
         runner = types.SimpleNamespace(
-            device="cuda", gpu_id=0, is_draft_worker=False, num_effective_layers=mc.num_hidden_layers,
+            device="cuda", gpu_id=0, is_draft_worker=False, num_effective_layers=self._n_eff,
             use_mla_backend=p["mla"], model_config=mc, mem_fraction_static=mfs, server_args=sa,
-            spec_algorithm=NoSpec(), page_size=p["page_size"],
-            pp_size=1, mambaish_config=None, dtype=self.torch.bfloat16,
+            spec_algorithm=spec_of(p), page_size=p["page_size"],
+            pp_size=self._pp, mambaish_config=None, dtype=self.torch.bfloat16,
             model=types.SimpleNamespace(quant_config=None), is_hybrid=False,
-            req_to_token_pool=None, start_layer=0, end_layer=mc.num_hidden_layers,
+            req_to_token_pool=None, start_layer=self._start, end_layer=self._end,
         )
         for n, f in self.mr_methods.items():
             setattr(runner, n, types.MethodType(f, runner))
@@ -251,11 +284,12 @@ class TokensRunner:
     def _run_l3(self, p, sa, mc, mfs):
         self._activate()
         runner = types.SimpleNamespace(
-            device="cuda", gpu_id=0, is_draft_worker=False, num_effective_layers=mc.num_hidden_layers,
+            device="cuda", gpu_id=0, is_draft_worker=False, num_effective_layers=self._n_eff,
             use_mla_backend=p["mla"], model_config=mc, mem_fraction_static=mfs, server_args=sa,
-            spec_algorithm=NoSpec(), page_size=p["page_size"], pp_size=1, mambaish_config=None,
-            dtype=self.torch.bfloat16, model=types.SimpleNamespace(quant_config=None),
-            is_hybrid_swa=False, start_layer=0, end_layer=mc.num_hidden_layers,
+            spec_algorithm=spec_of(p), page_size=p["page_size"], pp_size=self._pp,
+            mambaish_config=None, dtype=self.torch.bfloat16,
+            model=types.SimpleNamespace(quant_config=None),
+            is_hybrid_swa=False, start_layer=self._start, end_layer=self._end,
         )
         exec(compile(ast.fix_missing_locations(ast.Module(body=[self.dp_stmt], type_ignores=[])),
                      "model_runner", "exec"), self.g, {"self": runner, "server_args": sa})
@@ -275,9 +309,9 @@ class TokensRunner:
         rc = {
             "get_schedule": sched, "get_parallel": par,
             "get_memory": lambda: G.FakeArgs({}, {}), "get_disagg": lambda: G.FakeArgs({}, {}),
-            "get_spec": lambda: G.FakeArgs({}, {}), "get_exec": lambda: G.Stub("exec"),
+            "get_spec": lambda: self._spec_args, "get_exec": lambda: G.Stub("exec"),
             "get_mm": lambda: G.FakeArgs({}, {}), "get_model": lambda: G.FakeArgs({}, {}),
-            "configured_pp_size": lambda: 1,
+            "configured_pp_size": lambda: self._pp,
         }
         stubs = ["sglang.srt.configs.hybrid_arch", "sglang.srt.configs.model_config",
                  "sglang.srt.environ", "sglang.srt.mem_cache.allocation_sizing",
@@ -338,21 +372,27 @@ class TokensRunner:
             max_running_requests=sa.max_running_requests, page_size=p["page_size"]))
         self._par = G.FakeArgs({}, dict(
             attn_tp_size=self._attn_tp, attn_dcp_size=1, attn_cp_size=1, attn_dp_size=self._attn_dp,
-            pp_size=1, launch_world_size=self._world,
+            pp_size=self._pp, launch_world_size=self._world,
             world_group=types.SimpleNamespace(cpu_group=None), enable_kv_cache_sharding=False))
         dtype_str, kv_dtype = self.kv_dtype(
             server_args_kv_cache_dtype=p["kv_cache_dtype"], model=None,
             model_dtype=self.torch.bfloat16, is_draft_worker=False, is_dflash=False,
             speculative_draft_attention_backend=None)
-        n = mc.num_hidden_layers
         kvc = types.SimpleNamespace(
             device="cuda", gpu_id=0, model_config=mc, server_args=sa, kv_cache_dtype=kv_dtype,
             kv_cache_dtype_str=dtype_str, model_dtype=self.torch.bfloat16, page_size=p["page_size"],
-            spec_algorithm=NoSpec(), is_draft_worker=False, post_capture_kv_active=False,
+            spec_algorithm=spec_of(p), is_draft_worker=False, post_capture_kv_active=False,
             is_hybrid_swa=False, use_mla_backend=p["mla"], mambaish_config=None,
-            layer_info=types.SimpleNamespace(num_effective_layers=n, start_layer=0, end_layer=n),
-            ps=types.SimpleNamespace(pp_size=1, attn_dp_size=self._attn_dp),
-            pp_size=1, attn_dp_size=self._attn_dp,
+            layer_info=types.SimpleNamespace(num_effective_layers=self._n_eff,
+                                             start_layer=self._start, end_layer=self._end),
+            ps=types.SimpleNamespace(pp_size=self._pp, attn_dp_size=self._attn_dp),
+            pp_size=self._pp, attn_dp_size=self._attn_dp,
+            # What SpecAuxHiddenStateConfig resolves from the draft's config (the grid's
+            # draft layer count; the draft config reading is not executed).
+            spec_aux_config=types.SimpleNamespace(
+                eagle_draft_num_layers=p.get("draft_layers"), dflash_draft_num_layers=None,
+                eagle_draft_swa_num_layers=None, draft_kv_num_layers=p.get("draft_layers")),
+            fused_entry_bytes=lambda *a, **k: None,
         )
         for name, f in self.kvc_methods.items():
             setattr(kvc, name, types.MethodType(f, kvc))
@@ -369,8 +409,23 @@ class TokensRunner:
             raise RuntimeError(d["error"])
         return d["mem_fraction_static"]
 
+    def _all_reduce(self, tensor, op=None, group=None):
+        assert op == "MIN"
+        tensor.v = min(tensor.v, self._pp_other)
+
     def run(self, p: dict) -> dict:
         mfs = self._fraction(p)
+        self._pp = p.get("pp", 1)
+        self._pp_other = p.get("pp_min_tokens_other")
+        n = MODELS[p["mla"]]["num_hidden_layers"]
+        # The last PP stage (the most layers); its token count is MIN-reduced with the others'.
+        self._start, self._end = self.pp_indices(n, self._pp - 1, self._pp)
+        self._n_eff = self._end - self._start
+        spec = p.get("spec", "none") != "none"
+        self._spec_args = G.FakeArgs({}, dict(
+            speculative_algorithm="EAGLE" if spec else None,
+            speculative_num_steps=p.get("spec_steps"), speculative_eagle_topk=p.get("spec_topk"),
+            speculative_num_draft_tokens=p.get("spec_draft_tokens")))
         self._avail = p["available_gib"]
         self._world = p["tp"]
         self._attn_tp = p["tp"]
@@ -379,12 +434,14 @@ class TokensRunner:
         self._attn_dp = dp
         mc = model_config(p["mla"], self.mc_methods)
         sa = G.FakeArgs(self.defaults.defaults, dict(
-            tp_size=p["tp"], pp_size=1, dp_size=p.get("dp", 1),
+            tp_size=p["tp"], pp_size=self._pp, dp_size=p.get("dp", 1),
             enable_dp_attention=bool(p.get("dp_attention")),
             page_size=p["page_size"], max_total_tokens=p.get("max_total_tokens"),
             max_running_requests=p.get("max_running_requests"),
             kv_cache_dtype=p["kv_cache_dtype"], mem_fraction_static=mfs,
-            speculative_algorithm=None, device="cuda",
+            speculative_algorithm="EAGLE" if spec else None, device="cuda",
+            speculative_num_steps=p.get("spec_steps"), speculative_eagle_topk=p.get("spec_topk"),
+            speculative_num_draft_tokens=p.get("spec_draft_tokens"),
         ))
         run = {"0.4.6": self._run_l12, "0.5.5": self._run_l12, "0.5.12": self._run_l3}.get(
             self.layout, self._run_l4)
@@ -445,3 +502,43 @@ def tokens_grid(layout: str):
         ):
             yield dict(base, gpu_mem=81559, mla=mla, tp=8, kv_cache_dtype="auto", page_size=page,
                        pre_gib=78.81, available_gib=63.72, **extra) | dict(dp=2, dp_attention=True)
+    # Speculative decoding (EAGLE): L1/L2 headroom (steps × topk + draft tokens per request +
+    # 100), 0.5.18+ draft KV layers priced into the cell; the default fraction changes too.
+    for mla, tp, page, (gpu, pre, avail), (steps, topk, draft, layers) in itertools.product(
+        [False, True],
+        [1, 8],
+        [1, 64],
+        [(81559, 78.81, 63.72), (143771, 139.2, 120.37)],
+        [(3, 1, 4, 1), (5, 4, 8, 2)],
+    ):
+        yield dict(base, gpu_mem=gpu, mla=mla, tp=tp, kv_cache_dtype="auto", page_size=page,
+                   pre_gib=pre, available_gib=avail) | dict(
+            spec="EAGLE", spec_steps=steps, spec_topk=topk, spec_draft_tokens=draft,
+            draft_layers=layers)
+    for mla, extra in itertools.product(
+        [False, True],
+        [dict(max_running_requests=64), dict(max_total_tokens=100000),
+         dict(kv_cache_dtype="fp8_e4m3"), dict(available_gib=10.5)],
+    ):
+        yield dict(base, gpu_mem=81559, mla=mla, tp=1, kv_cache_dtype="auto", page_size=16,
+                   pre_gib=78.81, available_gib=63.72) | dict(
+            spec="EAGLE", spec_steps=3, spec_topk=1, spec_draft_tokens=4, draft_layers=1) | extra
+    # PP > 1: the last stage's layers (get_pp_indices), then the MIN with the other stages'
+    # token count (the grid's input; not in 0.4.6, whose init_memory_pool has no all-reduce).
+    # 0.4.6 asserts pp_size == 1 with MLA: no MLA PP rows there.
+    for mla, tp, pp, other, page in itertools.product(
+        [False, True], [1, 2], [2, 3, 4], [100003, 10**8], [1, 64],
+    ):
+        if mla and layout == "0.4.6":
+            continue
+        yield dict(base, gpu_mem=81559, mla=mla, tp=tp, kv_cache_dtype="auto", page_size=page,
+                   pre_gib=78.81, available_gib=63.72) | dict(pp=pp, pp_min_tokens_other=other)
+    # EAGLE with PP: the draft term over the stage's layers (MLA at PP 6: 11 layers on the last
+    # stage from 0.5.12, where 0.5.18's float `cell * (1 + 1/11)` truncates one byte low).
+    for mla, pp, page in itertools.product([False, True], [2, 6], [1, 64]):
+        if mla and layout == "0.4.6":
+            continue
+        yield dict(base, gpu_mem=81559, mla=mla, tp=1, kv_cache_dtype="auto", page_size=page,
+                   pre_gib=78.81, available_gib=63.72) | dict(
+            pp=pp, pp_min_tokens_other=10**8, spec="EAGLE", spec_steps=3, spec_topk=1,
+            spec_draft_tokens=4, draft_layers=1)

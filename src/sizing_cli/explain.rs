@@ -91,6 +91,18 @@ fn attn_tp(settings: &Settings, tp: u64) -> u64 {
 }
 
 /// The cell (bytes per token), the SWA pools if any, and the arithmetic in words.
+/// Layers of the last PP stage (SGLang's `get_pp_indices` for `pp_rank = pp - 1`, the stage
+/// with the most layers): up to 0.5.5 the last stage gets `L // pp` plus the whole remainder;
+/// from 0.5.12 the remainder is spread over the last stages (`ceil(L / pp)`).
+fn last_stage_layers(layout: Layout, layers: u64, pp: u64) -> u64 {
+    let pp = pp.max(1);
+    if layout <= Layout::V0_5_5 {
+        layers - (pp - 1) * (layers / pp)
+    } else {
+        layers.div_ceil(pp)
+    }
+}
+
 fn cell_of(
     model: &ModelGeometry,
     settings: &Settings,
@@ -105,8 +117,7 @@ fn cell_of(
                 .into(),
         );
     }
-    let pp = settings.pp.value.max(1);
-    let layers = model.num_hidden_layers.div_ceil(pp);
+    let layers = last_stage_layers(layout, model.num_hidden_layers, settings.pp.value);
     let atp = attn_tp(settings, tp);
     let isz = kv.itemsize();
     if model.is_hybrid_swa() && !settings.disable_hybrid_swa_memory && layout >= Layout::V0_5_5 {
@@ -159,7 +170,10 @@ fn cell_of(
             Speculative::Eagle | Speculative::Standalone
         )
     {
-        input.draft_layers = model.num_nextn_predict_layers.unwrap_or(0);
+        input.draft_layers = settings
+            .speculative_num_draft_layers
+            .or(model.num_nextn_predict_layers)
+            .unwrap_or(0);
     }
     let c = cell::cell_bytes(&input).map_err(|e| e.to_string())?;
     let text = match model.mla {
@@ -287,6 +301,9 @@ pub fn evaluate(model: &ModelGeometry, s: &Settings, sc: &Scenario) -> Result<Ev
     input.max_running_requests = s.max_running_requests;
     input.req_pool_extra_slot = s.req_pool_extra_slot;
     input.attn_dp_size = if s.dp_attention { s.dp.max(1) } else { 1 };
+    if s.pp.value > 1 {
+        input.pp_min_tokens = s.pp_min_tokens_from_other_stages;
+    }
     input.swa = swa;
     let spec = match (sc.layout, s.speculative) {
         (_, Speculative::None) => false,

@@ -235,6 +235,10 @@ pub struct Settings {
     pub decode_graph: bool,
     pub disaggregation: Disaggregation,
     pub deepep: bool,
+    /// 0.5.18+ EAGLE draft KV layers (`--speculative-num-draft-layers`).
+    pub speculative_num_draft_layers: Option<u64>,
+    /// PP > 1: the other stages' smallest token count (`--pp-min-tokens-from-other-stages`).
+    pub pp_min_tokens_from_other_stages: Option<i64>,
     /// 0.5.18+: post-capture KV sizing planned (`--post-capture-kv-sizing`).
     pub post_capture_kv_sizing: bool,
     /// `--platform hip`: ROCm (tc_piecewise prefill graphs in 0.5.18+).
@@ -359,9 +363,15 @@ impl Settings {
                     .as_deref()
                     .or(sa.str("speculative_algorithm")),
             ),
-            speculative_num_steps: sa.u64("speculative_num_steps"),
-            speculative_eagle_topk: sa.u64("speculative_eagle_topk"),
-            speculative_num_draft_tokens: sa.u64("speculative_num_draft_tokens"),
+            speculative_num_steps: args
+                .speculative_num_steps
+                .or(sa.u64("speculative_num_steps")),
+            speculative_eagle_topk: args
+                .speculative_eagle_topk
+                .or(sa.u64("speculative_eagle_topk")),
+            speculative_num_draft_tokens: args
+                .speculative_num_draft_tokens
+                .or(sa.u64("speculative_num_draft_tokens")),
             decode_graph: !sa.bool("disable_cuda_graph").unwrap_or(false),
             disaggregation: match sa.str("disaggregation_mode") {
                 Some("prefill") => Disaggregation::Prefill,
@@ -371,6 +381,8 @@ impl Settings {
             deepep: sa.str("moe_a2a_backend") == Some("deepep")
                 || sa.bool("enable_deepep_moe").unwrap_or(false),
             post_capture_kv_sizing: args.post_capture_kv_sizing,
+            speculative_num_draft_layers: args.speculative_num_draft_layers,
+            pp_min_tokens_from_other_stages: args.pp_min_tokens_from_other_stages,
             hip: args.platform.as_deref() == Some("hip"),
             swa_full_tokens_ratio: sa.f64("swa_full_tokens_ratio").unwrap_or(0.8),
             disable_hybrid_swa_memory: sa.bool("disable_hybrid_swa_memory").unwrap_or(false),

@@ -111,6 +111,24 @@ pub struct SizeArgs {
     /// SGLang --speculative-algorithm (EAGLE, EAGLE3, STANDALONE, NGRAM, …).
     #[arg(long, value_name = "NAME")]
     pub speculative_algorithm: Option<String>,
+    /// SGLang --speculative-num-steps (0.4.x/0.5.5 EAGLE headroom).
+    #[arg(long, value_name = "N")]
+    pub speculative_num_steps: Option<u64>,
+    /// SGLang --speculative-eagle-topk (0.4.x/0.5.5 EAGLE headroom).
+    #[arg(long, value_name = "N")]
+    pub speculative_eagle_topk: Option<u64>,
+    /// SGLang --speculative-num-draft-tokens (0.4.x/0.5.5 EAGLE headroom; 0.5.18+ defaults).
+    #[arg(long, value_name = "N")]
+    pub speculative_num_draft_tokens: Option<u64>,
+    /// 0.5.18+ EAGLE/STANDALONE: the draft model's KV layers priced into the target cell
+    /// (its num_nextn_predict_layers, else max(num_hidden_layers, attention layers)); default
+    /// the target config's num_nextn_predict_layers.
+    #[arg(long, value_name = "N")]
+    pub speculative_num_draft_layers: Option<u64>,
+    /// PP > 1 (0.5.5+): the smallest token count of the other pipeline stages, which SGLang's
+    /// MIN all-reduce applies to this (the largest) stage's count.
+    #[arg(long, value_name = "N")]
+    pub pp_min_tokens_from_other_stages: Option<i64>,
     /// SGLang 0.5.18+: post-capture KV sizing planned (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1
     /// on an eligible configuration).
     #[arg(long)]

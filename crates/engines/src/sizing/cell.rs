@@ -228,8 +228,13 @@ pub fn cell_bytes(input: &CellInput) -> Result<u64, CellError> {
             }
         }
     };
-    // 0.5.18+ EAGLE/STANDALONE target: cell += int(cell * draft_layers / L) * scale.
-    if layout >= Layout::V0_5_18 && input.draft_layers > 0 {
+    // 0.5.18: cell = int(cell * (1 + draft_layers / L)) (a float product).
+    if layout == Layout::V0_5_18 && input.draft_layers > 0 {
+        let scale = 1.0 + input.draft_layers as f64 / l as f64;
+        return Ok(py_int(base as f64 * scale) as u64);
+    }
+    // 0.5.23: cell += int(cell * draft_layers / L) * scale.
+    if layout >= Layout::V0_5_23 && input.draft_layers > 0 {
         let draft = py_int(base as f64 * input.draft_layers as f64 / l as f64) as u64;
         return Ok(base + draft * input.draft_loc_space_scale);
     }
