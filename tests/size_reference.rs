@@ -43,7 +43,13 @@ fn args_of(layout: &str, input: &Value) -> SizeArgs {
             .filter(|s| *s != "none")
             .map(str::to_string),
         post_capture_kv_sizing: input["post_capture"].as_bool().unwrap_or(false),
-        model_config: Some(data(if mla { "deepseek.json" } else { "llama.json" })),
+        model_config: Some(data(
+            match (mla, input["multimodal"].as_bool().unwrap_or(false)) {
+                (true, _) => "deepseek.json",
+                (false, true) => "llama-vision.json",
+                (false, false) => "llama.json",
+            },
+        )),
         page_size: u(input, "page_size"),
         kv_cache_dtype: input["kv_cache_dtype"].as_str().map(str::to_string),
         max_total_tokens: u(input, "max_total_tokens"),

@@ -109,7 +109,7 @@ def torch_stub():
     return t
 
 
-def model_config(mla: bool, mc_methods: dict):
+def model_config(mla: bool, mc_methods: dict, multimodal: bool = False):
     m = MODELS[mla]
     hf = types.SimpleNamespace(**m)
     cls = type("ModelConfigStub", (), dict(mc_methods))
@@ -125,7 +125,7 @@ def model_config(mla: bool, mc_methods: dict):
     mc.num_attention_heads = m["num_attention_heads"]
     mc.kv_lora_rank = m.get("kv_lora_rank")
     mc.qk_rope_head_dim = m.get("qk_rope_head_dim")
-    mc.is_multimodal = False
+    mc.is_multimodal = bool(multimodal)
     mc.is_hybrid_swa = False
     mc.attention_arch = "MLA" if mla else "MHA"
     mc.is_encoder_decoder = False
@@ -352,6 +352,17 @@ class TokensRunner:
         self._load_pool_configurator(stubs, provided)
         self.g.update(rc)
         self.g.update(gc=types.SimpleNamespace(collect=lambda: None))
+        # envs.SGLANG_VLM_CACHE_SIZE_MB / SGLANG_MM_FEATURE_CACHE_MB: the wheel's environ.py
+        # defaults (EnvInt(...) literals), unset in the environment.
+        env_src = (self.srt / "environ.py").read_text()
+        envs = types.SimpleNamespace()
+        for node in ast.walk(ast.parse(env_src)):
+            if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id in ("SGLANG_VLM_CACHE_SIZE_MB",
+                                               "SGLANG_MM_FEATURE_CACHE_MB")):
+                v = eval(compile(ast.Expression(node.value.args[0]), "environ", "eval"))
+                setattr(envs, node.targets[0].id, types.SimpleNamespace(get=lambda v=v: v))
+        self.g["envs"] = envs
         mm = G.extract(kvcf, ["mm_runtime_reservation_gb"], self.g)
         names = ["_profile_available_bytes", "_apply_token_constraints", "resolve_max_num_reqs",
                  "_resolve_memory_pool_config", "config_from_budget"]
@@ -432,7 +443,7 @@ class TokensRunner:
         dp = p.get("dp", 1) if p.get("dp_attention") else 1
         self._attn_tp = p["tp"] // dp
         self._attn_dp = dp
-        mc = model_config(p["mla"], self.mc_methods)
+        mc = model_config(p["mla"], self.mc_methods, p.get("multimodal", False))
         sa = G.FakeArgs(self.defaults.defaults, dict(
             tp_size=p["tp"], pp_size=self._pp, dp_size=p.get("dp", 1),
             enable_dp_attention=bool(p.get("dp_attention")),
@@ -542,3 +553,13 @@ def tokens_grid(layout: str):
                    pre_gib=78.81, available_gib=63.72) | dict(
             pp=pp, pp_min_tokens_other=10**8, spec="EAGLE", spec_steps=3, spec_topk=1,
             spec_draft_tokens=4, draft_layers=1)
+    # Multimodal (0.5.18+): mm_runtime_reservation_gb takes SGLANG_VLM_CACHE_SIZE_MB (100 MB;
+    # transport unset = cpu) off the budget. A Llama text config with a vision_config; the
+    # fraction is given (the defaults runner's model stub is a text model).
+    if layout in ("0.5.18", "0.5.23"):
+        for tp, page, (pre, avail), f in itertools.product(
+            [1, 8], [1, 64], [(78.81, 63.72), (78.81, 11.85)], [0.85, None],
+        ):
+            yield dict(base, gpu_mem=81559, mla=False, tp=tp, kv_cache_dtype="auto",
+                       page_size=page, pre_gib=pre, available_gib=avail, multimodal=True,
+                       mem_fraction_static=f or 0.88)

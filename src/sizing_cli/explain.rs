@@ -304,6 +304,12 @@ pub fn evaluate(model: &ModelGeometry, s: &Settings, sc: &Scenario) -> Result<Ev
     if s.pp.value > 1 {
         input.pp_min_tokens = s.pp_min_tokens_from_other_stages;
     }
+    // 0.5.18+ `mm_runtime_reservation_gb`: a multimodal model reserves SGLANG_VLM_CACHE_SIZE_MB
+    // (100 MB by default; the feature-transport pool only with cuda_ipc/cuda_vmm transport,
+    // unset = cpu) out of the KV budget.
+    if model.is_multimodal && sc.layout >= Layout::V0_5_18 {
+        input.mm_reservation_gib = 100.0 / 1024.0;
+    }
     input.swa = swa;
     let spec = match (sc.layout, s.speculative) {
         (_, Speculative::None) => false,
