@@ -65,6 +65,9 @@ fn args_of(layout: &str, input: &Value) -> SizeArgs {
         speculative_num_draft_tokens: u(input, "spec_draft_tokens"),
         speculative_num_draft_layers: u(input, "draft_layers"),
         pp_min_tokens_from_other_stages: input["pp_min_tokens_other"].as_i64(),
+        free_after_capture_gib: input["free_after_capture_gib"].as_f64(),
+        post_capture_backed_bytes: u(input, "backed_bytes"),
+        post_capture_sampling_headroom_bytes: u(input, "sampling_headroom_bytes"),
         margin_gib: 1.0,
         ..SizeArgs::default()
     }
@@ -117,12 +120,32 @@ fn check_tokens(layout: &str, input: &Value, want: &Value) -> Result<(), String>
     if let Some(e) = &r.result.error {
         return Err(format!("vramledger failed ({}), SGLang did not", e.message));
     }
+    // Post-capture rows: the resized pool when SGLang resizes it (else the pre-capture one),
+    // and the pre-capture count it was capped by.
+    let resized = input["post_capture"].as_bool() == Some(true)
+        && input["free_after_capture_gib"].is_number();
+    if resized != r.post_capture_resize.is_some() {
+        return Err(format!(
+            "post-capture resize: SGLang {resized}, vramledger {}",
+            r.post_capture_resize.is_some()
+        ));
+    }
+    let (tokens, mrr) = match &r.post_capture_resize {
+        Some(p) => (p.tokens, p.max_running_requests),
+        None => (r.result.tokens, r.result.max_running_requests),
+    };
     let got = serde_json::json!({
         "mem_fraction_static": r.mem_fraction_static.value,
-        "tokens": r.result.tokens,
-        "max_running_requests": r.result.max_running_requests,
+        "tokens": tokens,
+        "max_running_requests": mrr,
+        "pre_capture_tokens": r.result.tokens,
     });
-    for k in ["mem_fraction_static", "tokens", "max_running_requests"] {
+    for k in [
+        "mem_fraction_static",
+        "tokens",
+        "max_running_requests",
+        "pre_capture_tokens",
+    ] {
         if want.get(k).is_some() && got[k] != want[k] {
             return Err(format!("{k}: vramledger {} != SGLang {}", got[k], want[k]));
         }

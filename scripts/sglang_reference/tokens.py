@@ -375,6 +375,35 @@ class TokensRunner:
             "mem_cache/kv_cache_configurator.py::mm_runtime_reservation_gb",
             "mem_cache/kv_cache_dtype.py::configure_kv_cache_dtype",
         ]
+        # Post-capture KV resizing: the wheel's compute_post_capture_kv_resize and the
+        # runtime_context activation reserve, in their own globals (the configurator's keep
+        # their stubs): decode graph config, disagg mode, device capacity, mambaish_config
+        # (None: no Mamba), graph_pool_borrow_enabled (False: SGLANG_ENABLE_GRAPH_POOL_BORROW's
+        # EnvBool(False) default).
+        self.pc_g = G.base_globals(**{k: v for k, v in self.g.items()
+                                      if k not in ("__builtins__", "__name__")})
+        self.pc_g.update(
+            Backend=self.defaults.cgc.Backend,
+            get_exec=lambda: self._pc_exec, get_disagg=lambda: self._pc_disagg,
+            get_mm=lambda: types.SimpleNamespace(mm_feature_transport=None),
+            get_device_memory_capacity=lambda device: self._gpu_mem,
+            get_available_gpu_memory=lambda *a, **k: self._free_after,
+            mambaish_config=lambda mc: None, graph_pool_borrow_enabled=lambda: False,
+            # 0.5.18's configured-parallel accessor (tp_size / pp_size) and the result
+            # struct (a msgspec.Struct: a plain record here).
+            _configured_parallel=lambda k: getattr(self._par, k),
+            PostCaptureKVResize=types.SimpleNamespace,
+        )
+        rc_path = self.srt / "runtime_context.py"
+        self.pc_g.update(G.extract(rc_path, ["pre_capture_activation_reserve_mb"], self.pc_g))
+        kpr = self.srt / "model_executor" / "model_runner_components" / "kv_pool_runtime.py"
+        self.post_capture = G.extract(kpr, ["compute_post_capture_kv_resize"],
+                                      self.pc_g)["compute_post_capture_kv_resize"]
+        self.functions += [
+            "model_executor/model_runner_components/kv_pool_runtime.py::"
+            "compute_post_capture_kv_resize (post-capture rows)",
+            "runtime_context.py::pre_capture_activation_reserve_mb",
+        ]
 
     def _run_l4(self, p, sa, mc, mfs):
         self._activate()
@@ -407,9 +436,55 @@ class TokensRunner:
         )
         for name, f in self.kvc_methods.items():
             setattr(kvc, name, types.MethodType(f, kvc))
+        # post_capture_kv_sizing_planned (the grid's flag: SGLang's eligibility excludes MLA).
+        kvc.post_capture_kv_active = bool(p.get("post_capture"))
         config = kvc._resolve_memory_pool_config(p["pre_gib"])
-        return {"tokens": config.max_total_num_tokens,
-                "max_running_requests": config.max_running_requests}
+        out = {"tokens": config.max_total_num_tokens,
+               "max_running_requests": config.max_running_requests}
+        # Scheduler.init_model_worker: `if model_runner.token_to_kv_pool.post_capture_active:
+        # model_runner.post_capture_resize_kv_pool(...)`; a pool without it (MLA) keeps its
+        # pre-capture size whatever the free memory after capture.
+        if p.get("free_after_capture_gib") is not None and kvc.post_capture_kv_active:
+            out = self._post_capture_l4(p, sa, mc, mfs, kvc, config) | {
+                "pre_capture_tokens": out["tokens"]}
+        return out
+
+    def _post_capture_l4(self, p, sa, mc, mfs, kvc, config):
+        """ModelRunner.post_capture_resize_kv_pool: compute_post_capture_kv_resize on a runner
+        holding the pre-capture config, then the capped requests assigned if any."""
+        self._gpu_mem = float(p["gpu_mem"])
+        self._free_after = p["free_after_capture_gib"]
+        cgc = self.defaults.cgc
+        decode = types.SimpleNamespace(max_bs=self._decode_max_bs, backend=cgc.Backend.FULL)
+        prefill = types.SimpleNamespace(backend=cgc.Backend.BREAKABLE, full_prefill_max_req=None)
+        cg = types.SimpleNamespace(decode=decode, prefill=prefill)
+        self._pc_exec = types.SimpleNamespace(graph=types.SimpleNamespace(cuda_graph_config=cg))
+        self._pc_disagg = types.SimpleNamespace(disaggregation_mode="null")
+        self._sched.chunked_prefill_size = self._chunked
+        self._sched.max_prefill_tokens = 16384
+        self._par.tp_size, self._par.pp_size = p["tp"], self._pp
+        sa.cuda_graph_config = cg
+        sa.disaggregation_mode = "null"
+        sa.mm_feature_transport = None
+        runner = types.SimpleNamespace(
+            token_to_kv_pool=types.SimpleNamespace(
+                post_capture_backed_bytes=p["backed_bytes"], post_capture_active=True,
+                finalize_backing=lambda c: None, dtype=None),
+            device="cuda", gpu_id=0, pre_model_load_memory=p["pre_gib"],
+            mem_fraction_static=mfs, server_args=sa, model_config=mc,
+            max_running_requests=config.max_running_requests,
+            max_total_num_tokens=config.max_total_num_tokens, kv_cache_configurator=kvc,
+            token_to_kv_pool_allocator=types.SimpleNamespace(resize=lambda c: None),
+            req_to_token_pool=types.SimpleNamespace(reset_aux_cache_allocator=lambda: None),
+            sampling_prewarm_result=types.SimpleNamespace(
+                sampling_headroom_bytes=p.get("sampling_headroom_bytes", 0)),
+            canary_manager=None,
+        )
+        resize = self.post_capture(runner)
+        mrr = config.max_running_requests
+        if resize.capped_max_running_requests is not None:
+            mrr = resize.capped_max_running_requests
+        return {"tokens": resize.max_total_num_tokens, "max_running_requests": mrr}
 
     # ---------------------------------------------------------------- common
     def _fraction(self, p):
@@ -426,6 +501,9 @@ class TokensRunner:
 
     def run(self, p: dict) -> dict:
         mfs = self._fraction(p)
+        if p.get("free_after_capture_gib") is not None:
+            d = self.defaults.run(dict(p))
+            self._decode_max_bs, self._chunked = d["cuda_graph_max_bs"], d["chunked_prefill_size"]
         self._pp = p.get("pp", 1)
         self._pp_other = p.get("pp_min_tokens_other")
         n = MODELS[p["mla"]]["num_hidden_layers"]
@@ -563,3 +641,22 @@ def tokens_grid(layout: str):
             yield dict(base, gpu_mem=81559, mla=False, tp=tp, kv_cache_dtype="auto",
                        page_size=page, pre_gib=pre, available_gib=avail, multimodal=True,
                        mem_fraction_static=f or 0.88)
+    # Post-capture KV resizing (0.5.18+, SGLANG_ENABLE_POST_CAPTURE_KV_SIZING): pre-capture
+    # sizing with the post-capture default fraction, then compute_post_capture_kv_resize with
+    # the free GiB measured after capture and the pool's already-backed prefix (an input: it is
+    # a VMM-granularity quantity). Free points: plenty (clamped by the pre-capture cap), a
+    # shrink, just above the headroom, and below it (budget clamps to 0 + backed).
+    if layout in ("0.5.18", "0.5.23"):
+        for mla, tp, page, free, extra in itertools.product(
+            [False, True], [1, 8], [1, 64], [70.0, 30.0, 12.5, 2.0, 0.5],
+            [dict(), dict(max_running_requests=4096), dict(max_total_tokens=100000)],
+        ):
+            yield dict(base, gpu_mem=81559, mla=mla, tp=tp, kv_cache_dtype="auto",
+                       page_size=page, pre_gib=78.81, available_gib=63.72) | dict(
+                post_capture=not mla, free_after_capture_gib=free,
+                backed_bytes=(2 << 20) * (1 if tp == 8 else 4)) | extra
+        for f, mrr, sh in [(None, 64, 0), (0.85, None, 3 << 30), (0.5, 3000, 0)]:
+            yield dict(base, gpu_mem=143771, mla=False, tp=1, kv_cache_dtype="auto",
+                       page_size=16, pre_gib=139.2, available_gib=120.37) | dict(
+                post_capture=True, free_after_capture_gib=20.25, backed_bytes=64 << 20,
+                mem_fraction_static=f, max_running_requests=mrr, sampling_headroom_bytes=sh)

@@ -10,8 +10,8 @@ use vramledger_engines::sizing::FailedCheck;
 use crate::sizing_cli::inputs::{AfterPool, Sourced};
 use crate::sizing_cli::vllm::VllmReport;
 use crate::sizing_cli::{
-    DefaultsReport, ModelSource, PostCaptureEmulation, Recommendation, SglangReport, SizeReport,
-    WhatIf,
+    DefaultsReport, ModelSource, PostCaptureEmulation, PostCaptureResize, Recommendation,
+    SglangReport, SizeReport, WhatIf,
 };
 
 /// The schema name and version.
@@ -141,6 +141,24 @@ fn post_capture(p: &PostCaptureEmulation) -> Value {
     })
 }
 
+fn post_capture_resize(p: &PostCaptureResize) -> Value {
+    json!({
+        "layout": p.layout.label(),
+        "release": p.layout.release(),
+        "free_after_capture_gib": p.free_after_capture_gib,
+        "backed_bytes": p.backed_bytes,
+        "decode_max_bs": p.decode_max_bs,
+        "eager_decode_gap": p.eager_decode_gap,
+        "activation_reserve_mb": p.activation_reserve_mb,
+        "headroom_gib": p.headroom_gib,
+        "budget_bytes": p.budget_bytes,
+        "pre_capture_tokens": p.pre_capture_tokens,
+        "tokens": p.tokens,
+        "max_running_requests": p.max_running_requests,
+        "max_running_requests_reduced": p.max_running_requests_reduced.map(|(a, b)| json!([a, b])),
+    })
+}
+
 fn bound(b: &Option<(SizingResult, SizingResult)>, pick: fn(&SizingResult) -> i64) -> Value {
     match b {
         Some((lo, hi)) => json!([pick(lo), pick(hi)]),
@@ -242,6 +260,7 @@ fn sglang(r: &SglangReport) -> Value {
             "recommended_mem_fraction_static": r.recommendation.as_ref().map(recommendation),
             "post_capture": r.post_capture.iter().map(post_capture).collect::<Vec<_>>(),
         },
+        "post_capture_resize": r.post_capture_resize.as_ref().map(post_capture_resize),
         "notes": r.notes,
     })
 }

@@ -235,6 +235,25 @@ fn sglang(out: &mut String, r: &SglangReport) {
             gib(rt.headroom_bytes)
         );
     }
+    if let Some(p) = &r.post_capture_resize {
+        let _ = writeln!(
+            out,
+            "post-capture resize ({} rules): free after capture {} GiB − headroom {} GiB{} + backed {} B = budget {} B → {} tokens (pre-capture {}), max_running_requests {}",
+            p.layout.release(),
+            p.free_after_capture_gib,
+            p.headroom_gib,
+            if p.eager_decode_gap {
+                format!(" (activation floor: decode graph max_bs {} below the running requests)", p.decode_max_bs)
+            } else {
+                String::new()
+            },
+            p.backed_bytes,
+            p.budget_bytes,
+            p.tokens,
+            p.pre_capture_tokens,
+            p.max_running_requests
+        );
+    }
     let any_what_if =
         r.recommendation.is_some() || !r.post_capture.is_empty() || !r.what_ifs.is_empty();
     if any_what_if {

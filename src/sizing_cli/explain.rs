@@ -552,6 +552,10 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         ),
         _ => Vec::new(),
     };
+    let post_capture_resize = match args.free_after_capture_gib {
+        Some(free) => whatif::post_capture_direct(m, &settings, &sc, &ev, args, free, &mut notes)?,
+        None => None,
+    };
     if let Some(alt) = defaults.as_ref().and_then(|d| d.alternative.clone()) {
         let (cap, f) = alt;
         notes.push(format!(
@@ -594,6 +598,7 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         what_ifs,
         recommendation,
         post_capture,
+        post_capture_resize,
         notes,
         model,
         settings,

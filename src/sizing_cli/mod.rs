@@ -37,8 +37,8 @@ use vramledger_engines::sizing::Layout;
 use crate::output::{size_json, size_text};
 use inputs::{LogFacts, Measured, Origin, RunFacts, Settings, Sourced};
 pub use report::{
-    DefaultsOnly, DefaultsReport, ModelSource, PostCaptureEmulation, Recommendation, Runtime,
-    SglangReport, SizeReport, WhatIf,
+    DefaultsOnly, DefaultsReport, ModelSource, PostCaptureEmulation, PostCaptureResize,
+    Recommendation, Runtime, SglangReport, SizeReport, WhatIf,
 };
 
 /// Exit code: the configuration cannot fit.
@@ -133,6 +133,24 @@ pub struct SizeArgs {
     /// on an eligible configuration).
     #[arg(long)]
     pub post_capture_kv_sizing: bool,
+    /// Post-capture KV sizing: the free GiB after the CUDA graph captures (SGLang's distributed
+    /// reading, exact input); with --post-capture-kv-sizing the pool is resized to it.
+    #[arg(
+        long,
+        value_name = "F",
+        requires = "pre_gib",
+        requires = "post_capture_backed_bytes",
+        allow_hyphen_values = true
+    )]
+    pub free_after_capture_gib: Option<f64>,
+    /// Post-capture KV sizing: `pool.post_capture_backed_bytes`, the prefix the pool backed
+    /// before capture (a CUDA VMM allocation-granularity quantity, hence an input).
+    #[arg(long, value_name = "N")]
+    pub post_capture_backed_bytes: Option<u64>,
+    /// Post-capture KV sizing, 0.5.23: the sampling prewarm's headroom (a floor on the kept
+    /// headroom while graph-pool borrowing is off, SGLang's default); default 0.
+    #[arg(long, value_name = "N")]
+    pub post_capture_sampling_headroom_bytes: Option<u64>,
     /// pre_model_load_memory: free GiB before the weights, as SGLang holds it (exact input).
     #[arg(
         long,

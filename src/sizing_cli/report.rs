@@ -82,6 +82,28 @@ pub struct PostCaptureEmulation {
     pub max_running_requests: i64,
 }
 
+/// Post-capture KV sizing computed directly (`--free-after-capture-gib`): SGLang's
+/// `compute_post_capture_kv_resize` on the pre-capture pool of this report.
+#[derive(Debug, Clone)]
+pub struct PostCaptureResize {
+    pub layout: Layout,
+    pub free_after_capture_gib: f64,
+    /// `pool.post_capture_backed_bytes` (`--post-capture-backed-bytes`).
+    pub backed_bytes: u64,
+    pub decode_max_bs: u64,
+    /// Decode graph max batch below the runner's max_running_requests: activation floor.
+    pub eager_decode_gap: bool,
+    pub activation_reserve_mb: f64,
+    pub headroom_gib: f64,
+    pub budget_bytes: i64,
+    /// The VA reservation: the pre-capture count (`result.tokens`), the cap.
+    pub pre_capture_tokens: i64,
+    /// What SGLang runs with after the resize.
+    pub tokens: i64,
+    pub max_running_requests: i64,
+    pub max_running_requests_reduced: Option<(i64, i64)>,
+}
+
 /// The run-time need after the KV pool against what was kept for it.
 #[derive(Debug, Clone)]
 pub struct Runtime {
@@ -126,6 +148,8 @@ pub struct SglangReport {
     pub what_ifs: Vec<WhatIf>,
     pub recommendation: Option<Recommendation>,
     pub post_capture: Vec<PostCaptureEmulation>,
+    /// `--free-after-capture-gib` with post-capture sizing active: the final pool.
+    pub post_capture_resize: Option<PostCaptureResize>,
     pub notes: Vec<String>,
 }
 

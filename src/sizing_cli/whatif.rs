@@ -6,7 +6,9 @@
 //! divides the weights by the new size (the baseline before the weights is kept). A fraction
 //! SGLang derived is re-derived under the new GPU or TP size; a given or logged one is kept.
 
-use vramledger_engines::sizing::defaults::{pre_capture_activation_reserve_mb, sglang_defaults};
+use vramledger_engines::sizing::defaults::{
+    pre_capture_activation_reserve_mb, sglang_defaults, Disaggregation,
+};
 use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::post_capture::{
     eager_decode_gap, post_capture_resize, PostCaptureInput,
@@ -16,7 +18,7 @@ use vramledger_engines::sizing::Layout;
 
 use super::explain::{defaults_input, evaluate, smallest_server_fraction, Evaluation, Scenario};
 use super::inputs::{AfterPool, Origin, Settings, Sourced};
-use super::{PostCaptureEmulation, Recommendation, SizeArgs, WhatIf};
+use super::{PostCaptureEmulation, PostCaptureResize, Recommendation, SizeArgs, WhatIf};
 
 /// Re-derives a fraction SGLang derived, for a scenario with another GPU or TP size.
 fn rederive(model: &ModelGeometry, s: &Settings, sc: &mut Scenario) {
@@ -358,10 +360,10 @@ pub fn post_capture(
             mamba_cache_size: None,
             free_gib,
             eager_decode_gap: eager_decode_gap(
-                false,
+                s.disaggregation == Disaggregation::Prefill,
                 s.decode_graph,
                 decode_max_bs,
-                s.max_running_requests,
+                Some(ev.result.max_running_requests.max(0) as u64),
             ),
             mambaish: false,
             capped_full_prefill_role: false,
@@ -402,4 +404,112 @@ pub fn post_capture(
         ));
     }
     out
+}
+
+/// Why post-capture KV sizing is not active for this configuration (SGLang's
+/// `post_capture_kv_sizing_planned`, the parts the calculator knows), or `None` when it is.
+fn post_capture_inactive(model: &ModelGeometry, s: &Settings, layout: Layout) -> Option<String> {
+    if layout < Layout::V0_5_18 {
+        return Some(format!(
+            "SGLang {} has no post-capture KV sizing",
+            layout.release()
+        ));
+    }
+    if !s.post_capture_kv_sizing {
+        return Some("--post-capture-kv-sizing is not set (the env default is off)".into());
+    }
+    if model.mla.is_some() {
+        return Some("SGLang's eligibility excludes the MLA backend".into());
+    }
+    if s.hip {
+        return Some("SGLang's eligibility needs device cuda".into());
+    }
+    None
+}
+
+/// `--free-after-capture-gib`: SGLang's `compute_post_capture_kv_resize` on this pre-capture
+/// pool (`Scheduler.init_model_worker` runs it only when the pool is post-capture active;
+/// otherwise the pool keeps its pre-capture size and a note says why).
+pub fn post_capture_direct(
+    model: &ModelGeometry,
+    s: &Settings,
+    sc: &Scenario,
+    ev: &Evaluation,
+    args: &SizeArgs,
+    free_gib: f64,
+    notes: &mut Vec<String>,
+) -> Result<Option<PostCaptureResize>, String> {
+    if let Some(why) = post_capture_inactive(model, s, sc.layout) {
+        notes.push(format!(
+            "--free-after-capture-gib is not used: post-capture KV sizing is not active ({why}), \
+             so SGLang keeps the pre-capture pool"
+        ));
+        return Ok(None);
+    }
+    if ev.result.error.is_some() {
+        return Ok(None);
+    }
+    let backed = args
+        .post_capture_backed_bytes
+        .ok_or("--free-after-capture-gib needs --post-capture-backed-bytes")?;
+    let defaults = sglang_defaults(&defaults_input(
+        Some(model),
+        s,
+        sc.layout,
+        sc.gpu_mem_mib,
+        sc.tp,
+    ));
+    let decode_max_bs = s
+        .cuda_graph_max_bs
+        .or(defaults.cuda_graph_max_bs)
+        .unwrap_or(0);
+    let chunked = s
+        .chunked_prefill_size
+        .unwrap_or(defaults.chunked_prefill_size);
+    // runtime_context.pre_capture_activation_reserve_mb (not a decode-only worker).
+    let act_tokens = if chunked > 0 {
+        chunked.max(2048)
+    } else {
+        s.max_prefill_tokens.max(2048)
+    };
+    let activation_reserve_mb =
+        pre_capture_activation_reserve_mb(sc.gpu_mem_mib, act_tokens, sc.tp, s.pp.value);
+    let gap = eager_decode_gap(
+        s.disaggregation == Disaggregation::Prefill,
+        s.decode_graph,
+        decode_max_bs,
+        Some(ev.result.max_running_requests.max(0) as u64),
+    );
+    let input = PostCaptureInput {
+        sizing: ev.input.clone(),
+        pre_capture_tokens: ev.result.tokens,
+        pre_capture_max_running_requests: ev.result.max_running_requests,
+        mamba_cache_size: None,
+        free_gib,
+        eager_decode_gap: gap,
+        mambaish: false,
+        capped_full_prefill_role: false,
+        activation_reserve_mb,
+        // SGLANG_ENABLE_GRAPH_POOL_BORROW defaults to off.
+        graph_pool_borrow_enabled: false,
+        sampling_headroom_bytes: args.post_capture_sampling_headroom_bytes.unwrap_or(0),
+        backed_bytes: backed,
+        draft_backed_bytes: 0,
+        canary_workspace_bytes: 0,
+    };
+    let r = post_capture_resize(&input).map_err(|e| e.to_string())?;
+    Ok(Some(PostCaptureResize {
+        layout: sc.layout,
+        free_after_capture_gib: free_gib,
+        backed_bytes: backed,
+        decode_max_bs,
+        eager_decode_gap: gap,
+        activation_reserve_mb,
+        headroom_gib: r.headroom_gib,
+        budget_bytes: r.budget_bytes,
+        pre_capture_tokens: ev.result.tokens,
+        tokens: r.tokens,
+        max_running_requests: r.max_running_requests,
+        max_running_requests_reduced: r.max_running_requests_reduced,
+    }))
 }

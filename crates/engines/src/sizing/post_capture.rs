@@ -89,16 +89,14 @@ pub fn post_capture_resize(
     let mut sizing = s.clone();
     sizing.cap_tokens = Some(input.pre_capture_tokens);
     let config = config_from_budget(&sizing, budget, input.mamba_cache_size);
+    // `model_runner.max_running_requests` is the pre-capture resolved count (never None
+    // after init_memory_pool), so the wheel always re-caps it against the smaller pool.
     let mut mrr = input.pre_capture_max_running_requests;
     let mut reduced = None;
-    if s.max_running_requests.is_some() {
-        let capped = mrr.min(resolve_max_running_requests(&sizing, config.tokens));
-        if capped < mrr {
-            reduced = Some((mrr, capped));
-            mrr = capped;
-        }
-    } else {
-        mrr = config.max_running_requests;
+    let capped = mrr.min(resolve_max_running_requests(&sizing, config.tokens));
+    if capped < mrr {
+        reduced = Some((mrr, capped));
+        mrr = capped;
     }
     Ok(PostCaptureResult {
         headroom_gib: headroom,
@@ -111,7 +109,9 @@ pub fn post_capture_resize(
 }
 
 /// `eager_decode_gap`: the decode graph does not cover the running-request limit
-/// (`running_requests = max_running_requests or decode_max_bs or 1`).
+/// (`running_requests = model_runner.max_running_requests or decode_max_bs or 1`). Pass the
+/// runner's count, i.e. the pre-capture resolved `max_running_requests` (not only the user's
+/// flag: without one it is the estimate, 2048–4096, above the default decode graph batch).
 pub fn eager_decode_gap(
     prefill_only_worker: bool,
     decode_graph: bool,
