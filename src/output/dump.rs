@@ -9,6 +9,14 @@ use vramledger_format::{Kind, MemKind, Owner};
 
 use crate::journal::Journal;
 
+/// The memory kind a record is about (address-space records are virtual whatever they say).
+fn mem_name(e: &vramledger_format::Event) -> &'static str {
+    match e.kind() {
+        Some(Kind::VaReserve | Kind::VaFree) => MemKind::Virtual.name(),
+        _ => MemKind::from_repr(e.mem).map_or("device", MemKind::name),
+    }
+}
+
 /// The header line.
 pub fn header_line(j: &Journal) -> Value {
     let pairs: Map<String, Value> = j
@@ -35,7 +43,7 @@ pub fn record_line(j: &Journal, e: &vramledger_format::Event) -> Value {
         "stage": j.stage_name(e.stage),
         "module": if e.kind() == Some(Kind::Module) { e.text.rsplit('/').next().unwrap_or("") } else { j.module_name(e.module) },
         "owner": Owner::from_repr(e.owner).map_or("none", Owner::name),
-        "mem": MemKind::from_repr(e.mem).map_or("device", MemKind::name),
+        "mem": mem_name(e),
         "api": e.api().map_or("-", |a| a.name()),
         "result": e.result,
         "flags": e.flags,
@@ -81,7 +89,7 @@ pub fn text_line(j: &Journal, e: &vramledger_format::Event, t0: u64) -> String {
         _ => format!(
             "{} {} {} {}",
             mib(e.size),
-            MemKind::from_repr(e.mem).map_or("device", MemKind::name),
+            mem_name(e),
             owner,
             j.module_name(e.module)
         ),
