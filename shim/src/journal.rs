@@ -57,16 +57,16 @@ impl Drop for GrowGuard {
     }
 }
 
-/// What to put in a new journal right after its preamble (header, current stage...).
-pub type Opener = fn() -> Vec<(u16, Vec<u8>)>;
-
 /// True once a journal is open in this process.
 pub fn is_open() -> bool {
     STATE.load(Ordering::Acquire) == 2
 }
 
 /// Opens the journal if needed. Returns false when recording is impossible.
-pub fn ensure_open(opener: Opener) -> bool {
+/// `opener` gives what goes right after the preamble (header, current stage). It must not
+/// call the driver or the dynamic loader: other threads wait while it runs, and one of them
+/// may hold the loader's lock (a library constructor that allocates).
+pub fn ensure_open(opener: impl FnOnce() -> Vec<(u16, Vec<u8>)>) -> bool {
     loop {
         match STATE.load(Ordering::Acquire) {
             2 => return true,
@@ -88,7 +88,7 @@ pub fn ensure_open(opener: Opener) -> bool {
                 }
             }
             // Another thread is opening: it holds no lock that we could hold, and opening
-            // makes no driver or loader call, so waiting here cannot deadlock.
+            // makes no driver or loader call (see `opener`), so waiting here cannot deadlock.
             _ => std::thread::yield_now(),
         }
     }

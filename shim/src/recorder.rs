@@ -20,11 +20,17 @@ static DEVICES_SEEN: AtomicU64 = AtomicU64::new(0);
 
 /// Opens the journal on first use (header, then the current stage).
 pub fn ensure() -> bool {
-    journal::ensure_open(opening_records)
+    if journal::is_open() {
+        return true;
+    }
+    // Asked before the open: finding the driver may take the loader's lock, which no code
+    // may wait for while other threads wait for the open.
+    let version = driver_version();
+    journal::ensure_open(move || opening_records(version))
 }
 
-fn opening_records() -> Vec<(u16, Vec<u8>)> {
-    let header = process::header(driver_version());
+fn opening_records(driver_version: Option<i32>) -> Vec<(u16, Vec<u8>)> {
+    let header = process::header(driver_version);
     let mut out = vec![(Kind::Header as u16, header.encode())];
     let (id, name) = stages::current();
     let mut e = event(Kind::Stage, Api::VramledgerStage);
