@@ -28,4 +28,16 @@ pub mod journal;
 pub mod nvml;
 pub mod process;
 pub mod recorder;
+pub mod rules_file;
 pub mod stages;
+
+/// Runs when the library is loaded, before the program's own code: reads the rule file (so a
+/// warning about it comes before any line the program prints). Nothing with
+/// `VRAMLEDGER_DISABLE=1`.
+extern "C" fn on_load() {
+    let _ = std::panic::catch_unwind(hooks::tap::init_at_load);
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

@@ -17,6 +17,10 @@ use crate::{journal, process, stages};
 
 static LIVE: ForkSafeMutex<LiveBooks> = ForkSafeMutex::new();
 static DEVICES_SEEN: AtomicU64 = AtomicU64::new(0);
+/// The journal's start (CLOCK_MONOTONIC ns), as its header says. No record is stamped
+/// earlier: an event stamped before the journal opened (the `cuInit` that opens it) takes
+/// the start time.
+static START_MONO: AtomicU64 = AtomicU64::new(0);
 
 /// Opens the journal on first use (header, then the current stage).
 pub fn ensure() -> bool {
@@ -30,7 +34,9 @@ pub fn ensure() -> bool {
 }
 
 fn opening_records(driver_version: Option<i32>) -> Vec<(u16, Vec<u8>)> {
-    let header = process::header(driver_version);
+    let start_mono = process::mono_ns();
+    START_MONO.store(start_mono, Ordering::Release);
+    let header = process::header(driver_version, process::realtime_ns(), start_mono);
     let mut out = vec![(Kind::Header as u16, header.encode())];
     let (id, name) = stages::current();
     let mut e = event(Kind::Stage, Api::VramledgerStage);
@@ -68,6 +74,9 @@ pub fn event(kind: Kind, api: Api) -> Event {
 }
 
 fn new_module(id: u32, path: &str) {
+    if !ensure() {
+        return;
+    }
     let mut e = event(Kind::Module, Api::None);
     e.module = id;
     journal::append_event(&e, path.as_bytes());
@@ -125,6 +134,7 @@ pub fn emit(e: &Event, text: &[u8]) {
         return;
     }
     let mut e = e.clone();
+    e.t_ns = e.t_ns.max(START_MONO.load(Ordering::Relaxed));
     book(&mut e);
     note_device(e.device);
     journal::append_event(&e, text);
@@ -146,6 +156,7 @@ impl Ticket {
                 event: e,
             };
         }
+        e.t_ns = e.t_ns.max(START_MONO.load(Ordering::Relaxed));
         book(&mut e);
         let slot = journal::reserve(EVENT_FIXED_LEN);
         Ticket { slot, event: e }

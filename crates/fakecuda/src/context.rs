@@ -51,6 +51,7 @@ fn check_device(st: &mut State, dev: CUdevice) -> Result<usize, CUresult> {
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     ffi(|| {
+        crate::state::check_not_forked()?;
         if flags != 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
@@ -60,7 +61,9 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
             }
             st.initialized = true;
             Ok(())
-        })
+        })?;
+        crate::state::mark_initialized();
+        Ok(())
     })
 }
 
