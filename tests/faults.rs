@@ -207,32 +207,38 @@ fn a_full_disk_turns_the_shim_into_pass_through() {
     );
 }
 
-#[test]
-fn the_file_size_limit_never_sends_sigxfsz() {
-    let dir = out_dir("fsize");
-    let mut cmd = hooked("faults", &["pairs", "60000"], &dir, &[]);
+fn with_file_size_limit(dir: &Path, limit: u64) -> RunOutput {
+    let mut cmd = hooked("faults", &["pairs", "60000"], dir, &[]);
     // SAFETY: setrlimit in the child before exec; async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             let lim = libc::rlimit {
-                rlim_cur: 6 << 20,
-                rlim_max: 6 << 20,
+                rlim_cur: limit,
+                rlim_max: limit,
             };
             libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
             Ok(())
         });
     }
     let out = support::run(cmd);
-    assert_eq!(
-        out.status.signal(),
-        None,
-        "killed by a signal\n{}",
-        out.dump()
-    );
+    assert_eq!(out.status.signal(), None, "killed by a signal\n{}", out.dump());
     pairs_output_ok(&out, "60000");
+    out
+}
+
+#[test]
+fn the_file_size_limit_never_sends_sigxfsz() {
+    // Room for the first chunk only: recording stops at the second.
+    let dir = out_dir("fsize");
+    let out = with_file_size_limit(&dir, 6 << 20);
     one_warning(&out, "file-size limit (RLIMIT_FSIZE 6291456 bytes)");
     let j = cut_but_readable(&dir);
     assert!(count(&j, Kind::Alloc) < 60000);
+    // Not even room for the first: nothing recorded, no empty journal left behind.
+    let dir = out_dir("fsize-tiny");
+    let out = with_file_size_limit(&dir, 1 << 20);
+    one_warning(&out, "file-size limit (RLIMIT_FSIZE 1048576 bytes)");
+    assert!(journal::find(&dir).unwrap().is_empty());
 }
 
 /// Starts `faults wait N`, waits for READY, lets `during` act on the journal, then lets the

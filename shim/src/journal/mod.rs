@@ -98,7 +98,14 @@ fn open_file() -> bool {
     let base = match chunks::chunk_ptr(fd, 0) {
         Ok(b) => b,
         Err(f) => {
-            guard::give_up(&f.describe());
+            // Not even the first chunk: leave no empty journal behind.
+            FD.store(-1, Ordering::Release);
+            if let Ok(c) = std::ffi::CString::new(path.as_str()) {
+                // SAFETY: unlink/close of the file and descriptor created just now.
+                unsafe { libc::unlink(c.as_ptr()) };
+            }
+            unsafe { libc::close(fd) };
+            guard::give_up(&format!("{}; nothing is recorded", f.describe()));
             return false;
         }
     };
