@@ -221,7 +221,12 @@ fn with_file_size_limit(dir: &Path, limit: u64) -> RunOutput {
         });
     }
     let out = support::run(cmd);
-    assert_eq!(out.status.signal(), None, "killed by a signal\n{}", out.dump());
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "killed by a signal\n{}",
+        out.dump()
+    );
     pairs_output_ok(&out, "60000");
     out
 }

@@ -31,11 +31,14 @@ pub mod recorder;
 pub mod rules_file;
 pub mod stages;
 
-/// Runs when the library is loaded, before the program's own code: reads the rule file (so a
-/// warning about it comes before any line the program prints). Nothing with
-/// `VRAMLEDGER_DISABLE=1`.
+/// Runs when the library is loaded, before the program's own code: connects the stdio
+/// wrappers to the tap and reads the rule file (so a warning about it comes before any line
+/// the program prints). Neither reads nor resolves anything with `VRAMLEDGER_DISABLE=1`.
 extern "C" fn on_load() {
-    let _ = std::panic::catch_unwind(hooks::tap::init_at_load);
+    let _ = std::panic::catch_unwind(|| {
+        hooks::stdio::init_at_load();
+        hooks::tap::init_at_load();
+    });
 }
 
 #[used]

@@ -54,6 +54,14 @@ int main(int argc, char **argv) {
          "max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB\n",
          stamp, 444500, 8192, 16384, 4096, 131072, 7.28);
     dprintf(1, "dprintf after serving: %d\n", 1);
+    errno = ENOENT;
+    fprintf(stderr, "errno as text: %m\n");
+    /* A stream that is neither stdout nor stderr is never looked at. */
+    FILE *other_file = fopen("/dev/null", "w");
+    if (other_file) {
+        fprintf(other_file, "[%s TP0] Init torch distributed begin.\n", stamp);
+        fclose(other_file);
+    }
     /* errno survives a failed stdio call under the preload. */
     errno = 0;
     int rc = fputs("x", (FILE *)fopen("/proc/self/status", "r"));
