@@ -25,6 +25,7 @@ pub mod forksafe;
 pub mod guard;
 pub mod hooks;
 pub mod journal;
+pub mod lifetime;
 pub mod nvml;
 pub mod process;
 pub mod recorder;

@@ -257,14 +257,19 @@ pub fn sample_meminfo() -> Option<(i32, u64, u64)> {
 pub fn sample_nvml() {
     for d in devices_seen() {
         if let Some(s) = crate::nvml::sample(d) {
-            let mut e = event(Kind::NvmlSample, Api::NvmlSample);
-            e.device = d;
-            e.arg0 = s.device_free;
-            e.arg1 = s.device_total;
-            e.arg2 = s.process_used.unwrap_or(u64::MAX);
-            emit(&e, b"");
+            nvml_event(d, s);
         }
     }
+}
+
+/// Records one NVML reading of device `d`.
+pub fn nvml_event(d: i32, s: crate::nvml::Sample) {
+    let mut e = event(Kind::NvmlSample, Api::NvmlSample);
+    e.device = d;
+    e.arg0 = s.device_free;
+    e.arg1 = s.device_total;
+    e.arg2 = s.process_used.unwrap_or(u64::MAX);
+    emit(&e, b"");
 }
 
 /// Records a warning for humans.
@@ -288,6 +293,8 @@ pub unsafe fn c_bytes<'a>(p: *const std::ffi::c_char) -> &'a [u8] {
 /// In a forked child: new journal, new module ids, empty books.
 pub fn reset_after_fork() {
     journal::reset_after_fork();
+    DEVICES_SEEN.store(0, Ordering::Relaxed);
+    crate::lifetime::reset_in_child();
     attribution::reset_modules();
     process::reset_tid();
     LIVE.reset_in_child();
