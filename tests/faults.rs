@@ -315,6 +315,25 @@ fn a_journal_truncated_by_another_process_cannot_kill_the_target() {
 }
 
 #[test]
+fn a_truncation_passed_on_by_the_programs_own_handler_is_still_absorbed() {
+    // A handler installed after the journal opened that prints, restores the previous one and
+    // raises again (Python's faulthandler does this): the target still survives.
+    let (out, _) = while_waiting("relay", "20000", &["relay"], |path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    });
+    assert_eq!(out.status.signal(), None, "killed by a signal\n{}", out.dump());
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("wait: 40000 ok");
+    assert!(out.stderr.contains("relay: SIGBUS passed on"), "{}", out.dump());
+    one_warning(&out, "the journal was truncated by another process");
+}
+
+#[test]
 fn the_programs_own_sigbus_handler_still_gets_its_own_faults() {
     for when in ["first", "late"] {
         let args = ["ownbus", "3", when];

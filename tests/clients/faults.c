@@ -1,7 +1,10 @@
 /* faults MODE ...: the fault-matrix workloads (tests/faults.rs), through the fake cudart.
  *   pairs N            N cudaMalloc/cudaFree pairs of 1 MiB; prints "pairs: N ok" on stdout and
  *                      "mem: rss_kb=R hwm_kb=H" (VmRSS/VmHWM from /proc/self/status) on stderr
- *   wait N             N pairs, "READY", then waits for a line on stdin, then N more pairs
+ *   wait N [relay]     N pairs, "READY", then waits for a line on stdin, then N more pairs; with
+ *                      "relay", a SIGBUS handler installed after CUDA is initialised passes every
+ *                      SIGBUS on as Python's faulthandler does (message, previous handler back,
+ *                      raise)
  *   forkthread T N     T threads of N pairs each; a fifth of the way in, one of them forks: the
  *                      child tries cuInit and cudaMalloc (a forked child cannot use CUDA) and exits
  *   quiet N            cudaSetDevice(0) and N cudaMalloc of 8 MiB never freed, no cudaMemGetInfo
@@ -72,6 +75,25 @@ static void *worker(void *arg) {
         }
     }
     return NULL;
+}
+
+static struct sigaction relay_previous;
+
+static void relay_handler(int sig) {
+    static const char msg[] = "relay: SIGBUS passed on\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {
+    }
+    sigaction(sig, &relay_previous, NULL);
+    raise(sig);
+}
+
+static void install_relay(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = relay_handler;
+    sa.sa_flags = SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &relay_previous);
 }
 
 static sigjmp_buf own_jump;
@@ -157,6 +179,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "wait")) {
         int bad = pairs(n);
+        if (argc > 3 && !strcmp(argv[3], "relay")) install_relay();
         printf("READY\n");
         fflush(stdout);
         char buf[16];
