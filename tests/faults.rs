@@ -326,10 +326,19 @@ fn a_truncation_passed_on_by_the_programs_own_handler_is_still_absorbed() {
             .set_len(0)
             .unwrap();
     });
-    assert_eq!(out.status.signal(), None, "killed by a signal\n{}", out.dump());
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "killed by a signal\n{}",
+        out.dump()
+    );
     assert!(out.success(), "{}", out.dump());
     out.assert_line("wait: 40000 ok");
-    assert!(out.stderr.contains("relay: SIGBUS passed on"), "{}", out.dump());
+    assert!(
+        out.stderr.contains("relay: SIGBUS passed on"),
+        "{}",
+        out.dump()
+    );
     one_warning(&out, "the journal was truncated by another process");
 }
 

@@ -11,7 +11,8 @@
  *
  * The printf family is formatted a second time, into a private buffer, with vsnprintf on a
  * va_copy of the arguments and errno as it was at the call (for %m): the same text the stream
- * took. Nothing here allocates unless a formatted line is longer than the stack buffer.
+ * took. Nothing here allocates unless the output is longer than the stack buffer (up to
+ * 64 KiB; longer output is not formatted again, and its line is skipped).
  *
  * Not seen: the inline putc_unlocked()/putchar_unlocked()/fputc_unlocked() macros of glibc's
  * headers (they store into the buffer without calling anything), wide-character output,
@@ -51,8 +52,12 @@ static int tapped_fd(FILE *f) {
 
 static void observe(int fd, const char *p, size_t n) {
     vl_observe_fn o = __atomic_load_n(&observe_cb, __ATOMIC_ACQUIRE);
-    if (o && fd >= 0 && p && n) o(fd, p, n);
+    if (o && fd >= 0 && n) o(fd, p, n); /* p NULL: n bytes went by unseen */
 }
+
+/* Formatted output longer than this is not formatted again: the tap is told `n` bytes went
+ * by unseen (NULL bytes), and skips the line they belong to. */
+#define MAX_REFORMAT (64 * 1024)
 
 /* The real functions, resolved on first use (or all at once at load, vl_stdio_resolve). */
 #define REAL(name) real_##name
@@ -124,6 +129,8 @@ static void report_formatted(int fd, int written, const char *fmt, va_list again
     int n = vsnprintf(stack, sizeof stack, fmt, again);
     if (n > 0 && (size_t)n < sizeof stack) {
         observe(fd, stack, (size_t)(n < written ? n : written));
+    } else if (n > MAX_REFORMAT) {
+        observe(fd, NULL, (size_t)n);
     } else if (n > 0) {
         char *big = malloc((size_t)n + 1);
         if (big) {

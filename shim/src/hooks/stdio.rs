@@ -13,6 +13,11 @@
 //!
 //! C++ iostreams need nothing more: synchronised with stdio (the default) libstdc++ writes
 //! through `fwrite`/`putc`, and unsynchronised through `write`/`writev`, all interposed.
+//!
+//! The bytes are reported after the real call returned, so a locking stdio function has
+//! released its stream; an `_unlocked` one is called with the stream locked by the caller,
+//! and a line that enters a stage then samples free memory (a driver call) while the caller
+//! still holds that lock, as a `write` under any lock of the program's own would.
 
 use std::ffi::c_int;
 
@@ -25,7 +30,11 @@ extern "C" {
 }
 
 extern "C" fn observe(fd: c_int, bytes: *const u8, len: usize) {
-    if bytes.is_null() || len == 0 {
+    if len == 0 {
+        return;
+    }
+    if bytes.is_null() {
+        let _ = std::panic::catch_unwind(|| super::tap::unseen(fd));
         return;
     }
     // SAFETY: the C side passes the `len` bytes the real stdio call just took from the

@@ -39,6 +39,8 @@ const MAX_CARRY: usize = 16 * 1024;
 #[derive(Default)]
 struct Tap {
     carry: [Vec<u8>; 2],
+    /// Inside a line too long to be a log line: skip to its end.
+    skipping: [bool; 2],
     tracker: StageTracker,
     rules: Option<Rules>,
     rules_tried: bool,
@@ -148,6 +150,20 @@ pub fn observe(fd: c_int, bytes: &[u8]) {
     }
 }
 
+/// Bytes written to fd 1 or 2 that the tap will not see (stdio output too long to format
+/// again): the line they are part of is skipped to its end.
+pub fn unseen(fd: c_int) {
+    if (fd == 1 || fd == 2) && mode() != 3 {
+        let which = (fd - 1) as usize;
+        guard::record(|| {
+            let mut tap = TAP.lock();
+            tap.carry[which].clear();
+            tap.skipping[which] = true;
+            PENDING[which].store(true, Ordering::Relaxed);
+        });
+    }
+}
+
 /// True while the tap wants bytes at all (stdio checks this before formatting anything).
 #[inline]
 pub fn wanted() -> bool {
@@ -190,28 +206,47 @@ fn slow_path(which: usize, bytes: &[u8]) {
             tap.rules_tried = true;
             tap.rules = load_rules();
         }
-        let mut data = std::mem::take(&mut tap.carry[which]);
-        data.extend_from_slice(bytes);
-        let mut start = 0;
+        // Lines are taken from the caller's bytes where they lie; only a line split across
+        // writes is assembled in the carry (which keeps its capacity: no allocation per
+        // write). A line longer than any log line is skipped to its end, never copied whole.
+        let mut carry = std::mem::take(&mut tap.carry[which]);
+        let mut skipping = tap.skipping[which];
         let grammar_only = tap.rules.is_none();
-        for (i, &b) in data.iter().enumerate() {
-            if b == b'\n' || b == b'\r' {
-                classify_line(&mut tap, &data[start..i], &mut found);
-                start = i + 1;
-                if grammar_only && found.last().is_some_and(|f| f.stage == log::stage::SERVING) {
-                    start = data.len(); // serving: nothing after it is looked at
-                    break;
+        let mut rest = bytes;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            let head = &rest[..i];
+            rest = &rest[i + 1..];
+            if std::mem::take(&mut skipping) {
+                carry.clear();
+                continue;
+            }
+            if carry.is_empty() {
+                if head.len() <= MAX_CARRY {
+                    classify_line(&mut tap, head, &mut found);
                 }
+            } else if carry.len() + head.len() <= MAX_CARRY {
+                carry.extend_from_slice(head);
+                classify_line(&mut tap, &carry, &mut found);
+                carry.clear();
+            } else {
+                carry.clear();
+            }
+            if grammar_only && found.last().is_some_and(|f| f.stage == log::stage::SERVING) {
+                rest = &[]; // serving: nothing after it is looked at
+                break;
             }
         }
-        // The partial line stays in the same buffer (no allocation per write once it has
-        // grown to a line's length); one longer than any log line is dropped.
-        data.drain(..start);
-        if data.len() > MAX_CARRY {
-            data.clear();
+        if !rest.is_empty() && !skipping {
+            if carry.len() + rest.len() <= MAX_CARRY {
+                carry.extend_from_slice(rest);
+            } else {
+                carry.clear();
+                skipping = true;
+            }
         }
-        PENDING[which].store(!data.is_empty(), Ordering::Relaxed);
-        tap.carry[which] = data;
+        PENDING[which].store(!carry.is_empty() || skipping, Ordering::Relaxed);
+        tap.carry[which] = carry;
+        tap.skipping[which] = skipping;
     }
     // Outside the lock: entering a stage samples free memory through the driver.
     for f in found {
