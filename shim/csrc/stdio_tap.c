@@ -9,10 +9,12 @@
  * the real call left. Bytes are reported at the call, in call order, whether the stream is
  * buffered or not (the later flush goes through glibc's internal write and is not seen again).
  *
- * The printf family is formatted a second time, into a private buffer, with vsnprintf on a
- * va_copy of the arguments and errno as it was at the call (for %m): the same text the stream
- * took. Nothing here allocates unless the output is longer than the stack buffer (up to
- * 64 KiB; longer output is not formatted again, and its line is skipped).
+ * The printf family's output is copied from the stream's buffer when it is still there after
+ * the call (a buffered stream that did not flush during the call; the stream is locked around
+ * the call for that), else formatted a second time, into a private buffer, with vsnprintf on
+ * a va_copy of the arguments and errno as it was at the call (for %m): the same text the
+ * stream took. Nothing here allocates unless the output is longer than the stack buffer (up
+ * to 64 KiB; longer output is not formatted again, and its line is skipped).
  *
  * Not seen: the inline putc_unlocked()/putchar_unlocked()/fputc_unlocked() macros of glibc's
  * headers (they store into the buffer without calling anything), wide-character output,
@@ -143,7 +145,8 @@ static void report_formatted(int fd, int written, const char *fmt, va_list again
     errno = after;
 }
 
-/* The body shared by every printf-family wrapper: `call` is the real call on `ap`. */
+/* The body shared by the printf wrappers without a stream (dprintf): `call` is the real call
+ * on `ap`; its output is formatted again. */
 #define FORMATTED(fd_expr, call)                                                               \
     do {                                                                                       \
         int errno_at_call = errno;                                                             \
@@ -158,22 +161,54 @@ static void report_formatted(int fd, int written, const char *fmt, va_list again
         return rc;                                                                             \
     } while (0)
 
+/* The body shared by the printf wrappers with a stream. Most often the stream is buffered and
+ * the call's output is still in its buffer when it returns: it is copied from there (under the
+ * stream's lock, taken around the call; glibc's stream locks are recursive), which costs far
+ * less than formatting it again. When the call flushed, or the stream is unbuffered, it is
+ * formatted again. */
+#define FORMATTED_STREAM(f, call)                                                              \
+    do {                                                                                       \
+        int errno_at_call = errno;                                                             \
+        int fd = wanted() ? tapped_fd(f) : -1;                                                 \
+        if (fd < 0) return call;                                                               \
+        va_list again, again2;                                                                 \
+        va_copy(again, ap);                                                                    \
+        va_copy(again2, ap);                                                                   \
+        char copy[2048];                                                                       \
+        flockfile(f);                                                                          \
+        char *base = f->_IO_write_base, *before = f->_IO_write_ptr;                            \
+        int rc = call;                                                                         \
+        char *after = f->_IO_write_ptr;                                                        \
+        int in_buffer = rc > 0 && f->_IO_write_base == base && before && after >= before &&    \
+                        after - before == rc && (size_t)rc <= sizeof copy;                     \
+        if (in_buffer) memcpy(copy, before, (size_t)rc);                                       \
+        funlockfile(f);                                                                        \
+        if (in_buffer) {                                                                       \
+            int after_errno = errno;                                                           \
+            observe(fd, copy, (size_t)rc);                                                     \
+            errno = after_errno;                                                               \
+        } else {                                                                               \
+            report_formatted(fd, rc, fmt, again, again2, errno_at_call);                       \
+        }                                                                                      \
+        va_end(again);                                                                         \
+        va_end(again2);                                                                        \
+        return rc;                                                                             \
+    } while (0)
+
 int vl_vfprintf(FILE *f, const char *fmt, va_list ap) {
     vfprintf_fn r = REAL(vfprintf)();
     if (!r) return missing();
-    FORMATTED(tapped_fd(f), r(f, fmt, ap));
+    FORMATTED_STREAM(f, r(f, fmt, ap));
 }
 
 int vl_vprintf(const char *fmt, va_list ap) {
-    vfprintf_fn r = REAL(vfprintf)();
-    if (!r) return missing();
-    FORMATTED(tapped_fd(stdout), r(stdout, fmt, ap));
+    return vl_vfprintf(stdout, fmt, ap);
 }
 
 int vl___vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap) {
     __vfprintf_chk_fn r = REAL(__vfprintf_chk)();
     if (!r) return vl_vfprintf(f, fmt, ap);
-    FORMATTED(tapped_fd(f), r(f, flag, fmt, ap));
+    FORMATTED_STREAM(f, r(f, flag, fmt, ap));
 }
 
 int vl___vprintf_chk(int flag, const char *fmt, va_list ap) {
@@ -203,7 +238,7 @@ int vl_fprintf(FILE *f, const char *fmt, ...) {
 int vl_printf(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int rc = vl_vprintf(fmt, ap);
+    int rc = vl_vfprintf(stdout, fmt, ap);
     va_end(ap);
     return rc;
 }
