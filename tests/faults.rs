@@ -408,6 +408,16 @@ fn sixty_four_threads_lose_and_duplicate_nothing() {
     let j = &js[0];
     // Over 60 MiB of journal: many chunk boundaries, and not one false warning.
     assert!(std::fs::metadata(&j.path).unwrap().len() > 60 << 20);
+    // Strictly: every frame follows the one before it, chunk boundaries included, up to the
+    // zeros at the very end (no gap the reader would have to step over).
+    let raw = std::fs::read(&j.path).unwrap();
+    let mut at = vramledger_format::PREAMBLE_LEN;
+    let mut frames = 0usize;
+    while let Ok((_, _, used)) = vramledger_format::decode_frame(&raw[at..]) {
+        at += used;
+        frames += 1;
+    }
+    assert!(raw[at..].iter().all(|&b| b == 0), "a gap at offset {at} after {frames} frames");
     assert!(
         j.warnings.is_empty(),
         "{:?}",
