@@ -417,7 +417,10 @@ fn sixty_four_threads_lose_and_duplicate_nothing() {
         at += used;
         frames += 1;
     }
-    assert!(raw[at..].iter().all(|&b| b == 0), "a gap at offset {at} after {frames} frames");
+    assert!(
+        raw[at..].iter().all(|&b| b == 0),
+        "a gap at offset {at} after {frames} frames"
+    );
     assert!(
         j.warnings.is_empty(),
         "{:?}",

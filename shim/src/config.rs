@@ -59,6 +59,12 @@ pub fn disabled() -> bool {
     }
 }
 
+/// `VRAMLEDGER_DISABLE` as the environment says now, without caching it (for the library's
+/// load, when a program may still set its settings before its first CUDA call).
+pub fn disabled_now() -> bool {
+    truthy(env(c"VRAMLEDGER_DISABLE"), false)
+}
+
 /// The settings (read on first use).
 pub fn get() -> &'static Config {
     CONFIG.get_or_init(|| Config {

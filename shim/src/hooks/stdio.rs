@@ -51,7 +51,7 @@ extern "C" fn wanted() -> c_int {
 pub fn init_at_load() {
     // SAFETY: registering two functions that live as long as the library.
     unsafe { vl_stdio_register(observe, wanted) };
-    if !crate::config::disabled() {
+    if !crate::config::disabled_now() {
         // SAFETY: resolves the real functions with dlsym(RTLD_NEXT), once.
         unsafe { vl_stdio_resolve() };
     }

@@ -308,9 +308,11 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
     }
 }
 
-/// Reads the rule file once, when the library is loaded (see `crate::rules_file`).
+/// Reads the rule file once, when the library is loaded (see `crate::rules_file`). Without
+/// `VRAMLEDGER_RULES` nothing is read yet: the settings are still read on first use.
 pub fn init_at_load() {
-    if config::disabled() || !config::get().tap || config::get().rules.is_none() {
+    let named = config::var(c"VRAMLEDGER_RULES").is_some_and(|r| !r.is_empty());
+    if !named || config::disabled_now() || config::disabled() || !config::get().tap {
         return;
     }
     let rules = load_rules();
