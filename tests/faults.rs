@@ -293,8 +293,12 @@ fn while_waiting(
 fn a_journal_truncated_by_another_process_cannot_kill_the_target() {
     // Cut to nothing, and cut inside the page being written: the next store into the mapping
     // faults; the target carries on.
-    for (test, len) in [("trunc0", 0u64), ("trunc4k", 4096)] {
-        let (out, _) = while_waiting(test, "20000", &[], |path| {
+    for (test, len, how) in [
+        ("trunc0", 0u64, &[][..]),
+        ("trunc4k", 4096, &[][..]),
+        ("trunc-threads", 0, &["threads"][..]),
+    ] {
+        let (out, _) = while_waiting(test, "20000", how, |path| {
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(path)

@@ -1,10 +1,10 @@
 /* faults MODE ...: the fault-matrix workloads (tests/faults.rs), through the fake cudart.
  *   pairs N            N cudaMalloc/cudaFree pairs of 1 MiB; prints "pairs: N ok" on stdout and
  *                      "mem: rss_kb=R hwm_kb=H" (VmRSS/VmHWM from /proc/self/status) on stderr
- *   wait N [relay]     N pairs, "READY", then waits for a line on stdin, then N more pairs; with
- *                      "relay", a SIGBUS handler installed after CUDA is initialised passes every
- *                      SIGBUS on as Python's faulthandler does (message, previous handler back,
- *                      raise)
+ *   wait N [relay|threads]  N pairs, "READY", then waits for a line on stdin, then N more pairs;
+ *                      with "relay", a SIGBUS handler installed after CUDA is initialised passes
+ *                      every SIGBUS on as Python's faulthandler does (message, previous handler
+ *                      back, raise); with "threads", the N more pairs come from 8 threads at once
  *   forkthread T N     T threads of N pairs each; a fifth of the way in, one of them forks: the
  *                      child tries cuInit and cudaMalloc (a forked child cannot use CUDA) and exits
  *   quiet N            cudaSetDevice(0) and N cudaMalloc of 8 MiB never freed, no cudaMemGetInfo
@@ -51,6 +51,13 @@ static int pairs(long n) {
 }
 
 static long per_thread;
+static int pair_failures;
+
+static void *pairs_worker(void *arg) {
+    int bad = pairs((long)arg);
+    __atomic_add_fetch(&pair_failures, bad, __ATOMIC_RELAXED);
+    return NULL;
+}
 static int fork_status = -1;
 static volatile int forked;
 
@@ -184,7 +191,14 @@ int main(int argc, char **argv) {
         fflush(stdout);
         char buf[16];
         if (!fgets(buf, sizeof buf, stdin)) return 4;
-        bad += pairs(n);
+        if (argc > 3 && !strcmp(argv[3], "threads")) {
+            pthread_t tids[8];
+            for (int i = 0; i < 8; i++) pthread_create(&tids[i], NULL, pairs_worker, (void *)(n / 8));
+            for (int i = 0; i < 8; i++) pthread_join(tids[i], NULL);
+            bad += pair_failures + (int)(n % 8 ? pairs(n % 8) : 0);
+        } else {
+            bad += pairs(n);
+        }
         printf("wait: %ld %s\n", 2 * n, bad ? "FAILED" : "ok");
         return bad ? 1 : 0;
     }

@@ -11,7 +11,7 @@
 //! - A chunk's slot is also claimed by the SIGBUS handler (`sigbus.rs`) while it swaps the
 //!   mapping for anonymous memory; retiring waits for that claim, the handler never waits.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 pub const CHUNK: u64 = 4 << 20;
 /// `madvise` advice: fault every page in for writing now (linux/mman.h, not yet in libc).
@@ -28,7 +28,12 @@ pub const IN_HANDLER: *mut u8 = 3 as *mut u8;
 const NO_CHUNK: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU32 = AtomicU32::new(0);
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_BASE: AtomicUsize = AtomicUsize::new(0);
 pub static CHUNKS: [AtomicPtr<u8>; MAX_CHUNKS] = [NO_CHUNK; MAX_CHUNKS];
+/// Where chunk `k` is mapped, also while its slot says IN_HANDLER (0 once it is retiring or
+/// unmapped: an address the program may map again must never be taken for the journal's).
+pub static BASES: [AtomicUsize; MAX_CHUNKS] = [NO_BASE; MAX_CHUNKS];
 static DONE: [AtomicU32; MAX_CHUNKS] = [ZERO; MAX_CHUNKS];
 /// Bytes of the file reserved so far (the end of the highest chunk grown).
 pub static RESERVED_END: AtomicU64 = AtomicU64::new(0);
@@ -173,6 +178,7 @@ fn grow(fd: i32, k: usize) -> Result<*mut u8, Failure> {
         // fault one by one on first write, as before): a reserved but unwritten extent costs
         // the file system more per first store than a hole does.
         libc::madvise(m, CHUNK as usize, MADV_POPULATE_WRITE);
+        BASES[k].store(m as usize, Ordering::Release);
         CHUNKS[k].store(m as *mut u8, Ordering::Release);
         Ok(m as *mut u8)
     }
@@ -211,6 +217,7 @@ fn retire(k: usize) {
             .compare_exchange(p, RETIRING, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
+            BASES[k].store(0, Ordering::Release);
             // SAFETY: every byte of the chunk is written and no writer holds a pointer into it;
             // the slot is ours (RETIRING), so the SIGBUS handler leaves it alone.
             unsafe { libc::munmap(p.cast(), CHUNK as usize) };
@@ -230,7 +237,8 @@ pub fn mapped_count() -> usize {
 
 /// In a forked child (one thread): unmap everything, forget every counter.
 pub fn reset_after_fork() {
-    for (c, d) in CHUNKS.iter().zip(DONE.iter()) {
+    for ((c, d), b) in CHUNKS.iter().zip(DONE.iter()).zip(BASES.iter()) {
+        b.store(0, Ordering::Relaxed);
         let p = c.swap(std::ptr::null_mut(), Ordering::AcqRel);
         if is_mapping(p) {
             // SAFETY: our mapping, of this length; no other thread exists in the child.

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::chunks::{self, CHUNK, CHUNKS, IN_HANDLER, MAX_CHUNKS, RETIRING};
+use super::chunks::{self, BASES, CHUNK, CHUNKS, IN_HANDLER, MAX_CHUNKS, RETIRING};
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// The disposition found at install time (written once, before the handler can run).
@@ -93,12 +93,25 @@ unsafe fn absorb(info: *mut libc::siginfo_t) -> bool {
     replace_chunks_past(size) > 0
 }
 
-/// Replaces every mapped chunk whose base satisfies `pick` with anonymous memory.
+/// Replaces every mapped chunk whose base satisfies `pick` with anonymous memory. A chunk
+/// that another thread's handler is replacing at this moment counts too: this one waits for
+/// it (one `mmap` away), so the interrupted store finds anonymous memory when it resumes.
 fn replace_chunks(pick: impl Fn(usize) -> bool) -> usize {
     let mut n = 0;
-    for slot in CHUNKS.iter().take(MAX_CHUNKS) {
+    for (slot, base) in CHUNKS.iter().zip(BASES.iter()).take(MAX_CHUNKS) {
         let p = slot.load(Ordering::Acquire);
-        if p.is_null() || p == RETIRING || p == IN_HANDLER || !pick(p as usize) {
+        if p == IN_HANDLER {
+            let b = base.load(Ordering::Acquire);
+            if b != 0 && pick(b) {
+                while slot.load(Ordering::Acquire) == IN_HANDLER {
+                    // SAFETY: sched_yield has no preconditions (async-signal-safe).
+                    unsafe { libc::sched_yield() };
+                }
+                n += 1;
+            }
+            continue;
+        }
+        if p.is_null() || p == RETIRING || !pick(p as usize) {
             continue;
         }
         if slot
@@ -135,10 +148,10 @@ fn replace_chunks(pick: impl Fn(usize) -> bool) -> usize {
 fn replace_chunks_past(size: u64) -> usize {
     let mut bases = [0usize; 8];
     let mut found = 0;
-    for (k, slot) in CHUNKS.iter().enumerate() {
-        let p = slot.load(Ordering::Acquire) as usize;
-        if p > IN_HANDLER as usize && (k as u64 + 1) * CHUNK > size && found < bases.len() {
-            bases[found] = p;
+    for (k, base) in BASES.iter().enumerate() {
+        let b = base.load(Ordering::Acquire);
+        if b != 0 && (k as u64 + 1) * CHUNK > size && found < bases.len() {
+            bases[found] = b;
             found += 1;
         }
     }
