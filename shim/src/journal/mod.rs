@@ -93,6 +93,19 @@ fn open_file() -> bool {
             return false;
         }
     };
+    // The preamble first, with one write: a process killed at any later point leaves a file
+    // that reads as its journal (empty), never one that is not a journal at all.
+    let pre = preamble();
+    // SAFETY: pwrite of our own buffer to the descriptor created just now.
+    let wrote = unsafe { libc::pwrite(fd, pre.as_ptr().cast(), PREAMBLE_LEN, 0) };
+    if wrote != PREAMBLE_LEN as isize {
+        let why = std::io::Error::last_os_error();
+        forget_new_file(fd, &path);
+        guard::give_up(&format!(
+            "cannot write journal {path}: {why}; nothing is recorded"
+        ));
+        return false;
+    }
     FD.store(fd, Ordering::Release);
     OPEN_GENERATION.fetch_add(1, Ordering::AcqRel);
     let base = match chunks::chunk_ptr(fd, 0) {
@@ -100,22 +113,26 @@ fn open_file() -> bool {
         Err(f) => {
             // Not even the first chunk: leave no empty journal behind.
             FD.store(-1, Ordering::Release);
-            if let Ok(c) = std::ffi::CString::new(path.as_str()) {
-                // SAFETY: unlink/close of the file and descriptor created just now.
-                unsafe { libc::unlink(c.as_ptr()) };
-            }
-            unsafe { libc::close(fd) };
+            forget_new_file(fd, &path);
             guard::give_up(&format!("{}; nothing is recorded", f.describe()));
             return false;
         }
     };
-    // SAFETY: chunk 0 is mapped and at least PREAMBLE_LEN long; nobody else writes there
-    // because the cursor starts after the preamble.
-    unsafe { std::ptr::copy_nonoverlapping(preamble().as_ptr(), base, PREAMBLE_LEN) };
+    let _ = base; // the preamble is in the file already; the cursor starts after it
     chunks::done(0, PREAMBLE_LEN as u64);
     CURSOR.store(PREAMBLE_LEN as u64, Ordering::Release);
     guard::debug(|| format!("journal {path}"));
     true
+}
+
+/// Removes a journal created just now that will hold nothing, and closes it.
+fn forget_new_file(fd: i32, path: &str) {
+    if let Ok(c) = std::ffi::CString::new(path) {
+        // SAFETY: unlink of the file this process created a moment ago, in its own folder.
+        unsafe { libc::unlink(c.as_ptr()) };
+    }
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(fd) };
 }
 
 /// The journal file's current size (async-signal-safe: one `fstat`).
