@@ -87,6 +87,7 @@ pub fn attribute(e: &mut Event, vmm: bool) {
     if class == ModuleClass::Skip {
         e.owner = Owner::Direct as u8;
     }
+    crate::pools::tag(e, class == ModuleClass::Torch);
 }
 
 /// The device of the calling thread's current context, -1 when it has none.
@@ -282,4 +283,5 @@ pub fn reset_after_fork() {
     LIVE.reset_in_child();
     stages::reset_in_child();
     crate::hooks::tap::reset_in_child();
+    crate::pools::reset_in_child();
 }
