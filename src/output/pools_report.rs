@@ -45,8 +45,8 @@ pub fn text(out: &mut String, p: &TorchPools, amount: &dyn Fn(i64) -> String) {
         return;
     }
     let source = match &p.hooks {
-        Some(v) if v.is_empty() => format!("Python hook, {} windows", p.windows),
-        Some(v) => format!("Python hook, torch {v}, {} windows", p.windows),
+        Some(v) if v.is_empty() => format!("Python hook; pool windows: {}", p.windows),
+        Some(v) => format!("Python hook, torch {v}; pool windows: {}", p.windows),
         None => "no Python hook: graph pools by stream capture only".to_string(),
     };
     let rows: Vec<String> = p
@@ -177,5 +177,88 @@ pub fn pool_suffix(e: &Event) -> String {
             format!(" pool of window {}", e.arg1)
         }
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::pools::{PoolRow, SnapshotCheck};
+    use vramledger_format::Owner;
+
+    fn mib(v: i64) -> String {
+        format!("{}M", v >> 20)
+    }
+
+    fn pools(check: Option<SnapshotCheck>) -> TorchPools {
+        TorchPools {
+            hooks: Some("2.11.0".into()),
+            windows: 3,
+            rows: vec![
+                PoolRow {
+                    device: 0,
+                    key: Some(PoolKey::Default),
+                    live: 256 << 20,
+                    peak: 300 << 20,
+                    blocks: 9,
+                    torch_bytes: Some(256 << 20),
+                    torch_segments: Some(9),
+                },
+                PoolRow {
+                    device: 0,
+                    key: Some(PoolKey::Id(0, 1)),
+                    live: 58 << 20,
+                    peak: 58 << 20,
+                    blocks: 5,
+                    torch_bytes: Some(58 << 20),
+                    torch_segments: Some(5),
+                },
+            ],
+            check,
+        }
+    }
+
+    #[test]
+    fn pool_lines_say_what_torch_says_and_where_it_differs() {
+        let mut out = String::new();
+        let agree = SnapshotCheck {
+            snapshot: 1,
+            t_ns: 5,
+            segments: 14,
+            bytes: 314 << 20,
+            mismatches: vec![],
+        };
+        text(&mut out, &pools(Some(agree.clone())), &mib);
+        assert_eq!(
+            out,
+            "  torch pools (Python hook, torch 2.11.0; pool windows: 3): dev 0 0,0 256M (torch 256M) peak 300M; dev 0 0,1 58M (torch 58M) peak 58M\n  torch's snapshot #1 (14 segments, 314M): agrees with the books\n"
+        );
+        let differ = SnapshotCheck {
+            mismatches: vec![Mismatch {
+                device: 0,
+                address: 0x7f00_0000_0000,
+                bytes: 64 << 20,
+                torch_pool: None,
+                books_owner: Some(Owner::Torch),
+                books_pool: Some(PoolKey::Default),
+                books_bytes: 64 << 20,
+                module: "libtorch_cuda.so".into(),
+            }],
+            ..agree
+        };
+        let mut out = String::new();
+        text(&mut out, &pools(Some(differ.clone())), &mib);
+        assert!(
+            out.ends_with("1 DIFFER: dev 0 0x7f0000000000 64M not in torch's snapshot, books torch libtorch_cuda.so\n"),
+            "{out}"
+        );
+        let v = json(&pools(Some(differ)));
+        assert_eq!(v["snapshot_check"]["agree"], false);
+        assert_eq!(v["snapshot_check"]["mismatches"][0]["torch_pool"], Value::Null);
+        assert_eq!(v["pools"][1]["pool"], "0,1");
+        // Nothing to say: no line at all (reports of programs without torch stay as they were).
+        let mut out = String::new();
+        text(&mut out, &TorchPools::default(), &mib);
+        assert!(out.is_empty());
     }
 }
