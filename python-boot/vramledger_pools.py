@@ -316,8 +316,8 @@ class _Finder(object):
             self._busy.discard(name)
         loader = getattr(spec, "loader", None)
         real = getattr(loader, "exec_module", None)
-        if real is None:
-            return spec
+        if real is None or isinstance(loader, type):
+            return spec  # a class-level loader (builtin, frozen) is shared: left alone
         own = "exec_module" in getattr(loader, "__dict__", {})
 
         def exec_module(module):
@@ -327,7 +327,9 @@ class _Finder(object):
                 except Exception:
                     pass
             real(module)
-            if getattr(module, "__name__", None) == name:
+            # By spec: some extension modules name themselves differently (_decimal).
+            spec_name = getattr(getattr(module, "__spec__", None), "name", None)
+            if (spec_name or getattr(module, "__name__", None)) == name:
                 try:
                     hook(module)
                 except Exception:

@@ -196,7 +196,9 @@ pub fn tag(e: &mut Event, torch: bool) {
 /// Writes a verdict into an allocation record.
 pub fn apply(e: &mut Event, verdict: Verdict) {
     match verdict {
-        Verdict::Pool { pool: Some((a, b)), .. } => {
+        Verdict::Pool {
+            pool: Some((a, b)), ..
+        } => {
             e.owner = Owner::TorchGraphPool as u8;
             e.flags |= flags::TORCH_POOL;
             e.arg1 = a;
@@ -307,7 +309,10 @@ mod tests {
                 pool: None
             }
         );
-        assert_eq!(r.end(T1, 0, Some((3, 0)), true), Some((s, PoolScope::Capture)));
+        assert_eq!(
+            r.end(T1, 0, Some((3, 0)), true),
+            Some((s, PoolScope::Capture))
+        );
         assert_eq!(r.held(), 0);
     }
 
@@ -346,7 +351,10 @@ mod tests {
         );
         assert_eq!(p.owner(), Owner::TorchGraphPool);
         assert_eq!(p.torch_pool(), None);
-        assert_eq!((p.flags & flags::TORCH_POOL_PENDING, p.arg1), (flags::TORCH_POOL_PENDING, 4));
+        assert_eq!(
+            (p.flags & flags::TORCH_POOL_PENDING, p.arg1),
+            (flags::TORCH_POOL_PENDING, 4)
+        );
         let mut d = Event {
             owner: Owner::TorchGraphPool as u8,
             ..Event::default()

@@ -17,7 +17,14 @@ fn scope(s: c_int) -> Option<PoolScope> {
     PoolScope::from_u64(u64::try_from(s).ok()?)
 }
 
-fn window_event(kind: Kind, api: Api, device: c_int, serial: u64, pool: pools::PoolId, s: PoolScope) {
+fn window_event(
+    kind: Kind,
+    api: Api,
+    device: c_int,
+    serial: u64,
+    pool: pools::PoolId,
+    s: PoolScope,
+) {
     let mut e = recorder::event(kind, api);
     e.device = device;
     e.handle = serial;
@@ -33,7 +40,12 @@ fn window_event(kind: Kind, api: Api, device: c_int, serial: u64, pool: pools::P
 /// current stream, 4 the caller's CUDA-graph capture). A capture whose pool is not known yet
 /// passes `u64::MAX` for both halves and names it at its end.
 #[no_mangle]
-pub extern "C" fn vramledger_pool_begin(device: c_int, pool_a: u64, pool_b: u64, scope_code: c_int) {
+pub extern "C" fn vramledger_pool_begin(
+    device: c_int,
+    pool_a: u64,
+    pool_b: u64,
+    scope_code: c_int,
+) {
     let Some(s) = scope(scope_code) else {
         return;
     };
@@ -41,7 +53,14 @@ pub extern "C" fn vramledger_pool_begin(device: c_int, pool_a: u64, pool_b: u64,
         let tid = process::tid();
         let pool = pool_id(pool_a, pool_b);
         if let Some(serial) = pools::with(|r| r.begin(tid, device, pool, s)) {
-            window_event(Kind::PoolBegin, Api::VramledgerPoolBegin, device, serial, pool, s);
+            window_event(
+                Kind::PoolBegin,
+                Api::VramledgerPoolBegin,
+                device,
+                serial,
+                pool,
+                s,
+            );
         }
     });
 }
@@ -60,7 +79,14 @@ pub extern "C" fn vramledger_pool_end(device: c_int, pool_a: u64, pool_b: u64, s
         let capture = s == PoolScope::Capture;
         // The record names the window it closed (serial 0: none, torch's error path).
         let (serial, closed) = pools::with(|r| r.end(tid, device, pool, capture)).unwrap_or((0, s));
-        window_event(Kind::PoolEnd, Api::VramledgerPoolEnd, device, serial, pool, closed);
+        window_event(
+            Kind::PoolEnd,
+            Api::VramledgerPoolEnd,
+            device,
+            serial,
+            pool,
+            closed,
+        );
     });
 }
 

@@ -120,7 +120,10 @@ impl TorchPools {
     pub fn has_news(&self) -> bool {
         self.hooks.is_some()
             || self.check.is_some()
-            || self.rows.iter().any(|r| matches!(r.key, Some(PoolKey::Id(..))))
+            || self
+                .rows
+                .iter()
+                .any(|r| matches!(r.key, Some(PoolKey::Id(..))))
     }
 }
 
@@ -133,8 +136,19 @@ fn torchs(owner: Owner) -> bool {
     matches!(owner, Owner::Torch | Owner::TorchGraphPool)
 }
 
-/// The pool of an allocation record, once capture pools are named.
-fn key_of(e: &Event, named: &HashMap<u64, (u64, u64)>) -> PoolKey {
+/// The pools that captures named only at their end: window serial → pool id (from the
+/// journal's `pool_end` records). With [`pool_of`], what any output needs to show pool ids.
+pub fn capture_pools(j: &Journal) -> HashMap<u64, (u64, u64)> {
+    j.events
+        .iter()
+        .filter(|e| e.kind() == Some(Kind::PoolEnd) && e.handle != 0 && e.arg0 != POOL_UNKNOWN)
+        .map(|e| (e.handle, (e.arg0, e.arg1)))
+        .collect()
+}
+
+/// The pool of an allocation record by PyTorch (`torch` or `torch_graph_pool`), given
+/// [`capture_pools`].
+pub fn pool_of(e: &Event, named: &HashMap<u64, (u64, u64)>) -> PoolKey {
     if e.owner() == Owner::Torch {
         return PoolKey::Default;
     }
@@ -189,7 +203,7 @@ impl Pass {
             device: e.device,
             size: e.size,
             owner: e.owner(),
-            key: key_of(e, named),
+            key: pool_of(e, named),
             module: e.module,
         };
         match kind {
@@ -321,14 +335,11 @@ fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> Sna
 /// Replays one journal's pools.
 pub fn replay(j: &Journal) -> TorchPools {
     // First pass: capture pools named at their end, hooks, and torch's snapshots.
-    let mut named: HashMap<u64, (u64, u64)> = HashMap::new();
+    let named = capture_pools(j);
     let mut out = TorchPools::default();
     let mut last_snapshot: Option<(u64, usize)> = None; // (number, index of its first record)
     for (i, e) in j.events.iter().enumerate() {
         match e.kind() {
-            Some(Kind::PoolEnd) if e.handle != 0 && e.arg0 != POOL_UNKNOWN => {
-                named.insert(e.handle, (e.arg0, e.arg1));
-            }
             Some(Kind::PoolBegin) => out.windows += 1,
             Some(Kind::PoolHooks) => out.hooks = Some(e.text.clone()),
             Some(Kind::TorchSegment) if last_snapshot.is_none_or(|(n, _)| n != e.handle) => {
@@ -462,9 +473,15 @@ mod tests {
         assert!(p.has_news());
         assert_eq!(p.rows.len(), 4);
         let d = row(&p, PoolKey::Default);
-        assert_eq!((d.live, d.peak, d.blocks), ((64 * MIB) as i64, (64 * MIB) as i64, 1));
+        assert_eq!(
+            (d.live, d.peak, d.blocks),
+            ((64 * MIB) as i64, (64 * MIB) as i64, 1)
+        );
         let g = row(&p, PoolKey::Id(0, 1));
-        assert_eq!((g.live, g.peak, g.blocks), ((2 * MIB) as i64, (22 * MIB) as i64, 1));
+        assert_eq!(
+            (g.live, g.peak, g.blocks),
+            ((2 * MIB) as i64, (22 * MIB) as i64, 1)
+        );
         assert_eq!(row(&p, PoolKey::Id(3, 0)).live, (16 * MIB) as i64);
         assert_eq!(row(&p, PoolKey::Unknown).live, (2 * MIB) as i64);
         assert!(p.check.is_none() && p.rows.iter().all(|r| r.torch_bytes.is_none()));
@@ -478,7 +495,12 @@ mod tests {
         let mut second = create.clone();
         let mut maps = Vec::new();
         for (i, h) in [(0u64, 11u64), (1, 12)] {
-            let mut m = ev(Kind::VmmMap, 0x10_0000_0000 + i * 20 * MIB, 20 * MIB, Owner::None);
+            let mut m = ev(
+                Kind::VmmMap,
+                0x10_0000_0000 + i * 20 * MIB,
+                20 * MIB,
+                Owner::None,
+            );
             m.handle = h;
             maps.push(m);
         }
@@ -517,7 +539,14 @@ mod tests {
         let p = replay(&j);
         let c = p.check.as_ref().unwrap();
         assert!(!c.agree());
-        let m: Vec<(u64, Option<PoolKey>, Option<Owner>, Option<PoolKey>, &str)> = c
+        type Seen<'a> = (
+            u64,
+            Option<PoolKey>,
+            Option<Owner>,
+            Option<PoolKey>,
+            &'a str,
+        );
+        let m: Vec<Seen> = c
             .mismatches
             .iter()
             .map(|m| {

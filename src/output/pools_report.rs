@@ -165,7 +165,10 @@ pub fn dump_text(e: &Event) -> String {
             e.size as f64 / (1u64 << 20) as f64,
             pool_text(e.arg0, e.arg1)
         ),
-        _ => format!("pool hooks installed ({} functions), torch {}", e.arg0, e.text),
+        _ => format!(
+            "pool hooks installed ({} functions), torch {}",
+            e.arg0, e.text
+        ),
     }
 }
 
@@ -254,7 +257,10 @@ mod tests {
         );
         let v = json(&pools(Some(differ)));
         assert_eq!(v["snapshot_check"]["agree"], false);
-        assert_eq!(v["snapshot_check"]["mismatches"][0]["torch_pool"], Value::Null);
+        assert_eq!(
+            v["snapshot_check"]["mismatches"][0]["torch_pool"],
+            Value::Null
+        );
         assert_eq!(v["pools"][1]["pool"], "0,1");
         // Nothing to say: no line at all (reports of programs without torch stay as they were).
         let mut out = String::new();
