@@ -4,10 +4,11 @@
 //! successfully; with `VRAMLEDGER_DISABLE=1` (or after an internal error) each is a no-op.
 
 use std::ffi::{c_char, c_int};
+use std::sync::OnceLock;
 
-use vramledger_format::{Api, Kind, PoolScope, POOL_UNKNOWN};
+use vramledger_format::{Api, Kind, PoolScope, EVENT_FIXED_LEN, POOL_UNKNOWN};
 
-use crate::{guard, pools, process, recorder};
+use crate::{guard, journal, pools, process, recorder};
 
 fn pool_id(a: u64, b: u64) -> pools::PoolId {
     (a != POOL_UNKNOWN || b != POOL_UNKNOWN).then_some((a, b))
@@ -113,6 +114,26 @@ pub extern "C" fn vramledger_torch_segment(
     });
 }
 
+/// What the hooks said when they were installed: functions wrapped, torch's version.
+static HOOKS: OnceLock<(u64, Vec<u8>)> = OnceLock::new();
+
+fn hooks_record(wrapped: u64, version: &[u8]) -> Vec<u8> {
+    let mut e = recorder::event(Kind::PoolHooks, Api::VramledgerPoolHooks);
+    e.arg0 = wrapped;
+    let mut payload = e.encode();
+    payload.truncate(EVENT_FIXED_LEN);
+    payload.extend_from_slice(version);
+    payload
+}
+
+/// The `pool_hooks` record for a journal that opens now, once the hooks announced themselves
+/// (the announcement alone never opens a journal: a process that imports torch but never uses
+/// the GPU writes none). Takes no lock and calls neither the driver nor the loader.
+pub fn opening_record() -> Option<(u16, Vec<u8>)> {
+    let (wrapped, version) = HOOKS.get()?;
+    Some((Kind::PoolHooks as u16, hooks_record(*wrapped, version)))
+}
+
 /// The Python pool hooks are installed in this process: `wrapped` functions, torch `version`
 /// (NULL or a NUL-terminated string).
 ///
@@ -123,8 +144,11 @@ pub unsafe extern "C" fn vramledger_pool_hooks(wrapped: c_int, version: *const c
     // SAFETY: guaranteed by the caller.
     let text = unsafe { recorder::c_bytes(version) };
     guard::record(|| {
-        let mut e = recorder::event(Kind::PoolHooks, Api::VramledgerPoolHooks);
-        e.arg0 = wrapped.max(0) as u64;
-        recorder::emit(&e, text);
+        let first = HOOKS.set((wrapped.max(0) as u64, text.to_vec())).is_ok();
+        if first && journal::is_open() {
+            let mut e = recorder::event(Kind::PoolHooks, Api::VramledgerPoolHooks);
+            e.arg0 = wrapped.max(0) as u64;
+            recorder::emit(&e, text);
+        }
     });
 }

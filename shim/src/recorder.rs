@@ -39,6 +39,7 @@ fn opening_records(driver_version: Option<i32>) -> Vec<(u16, Vec<u8>)> {
     payload.truncate(EVENT_FIXED_LEN);
     payload.extend_from_slice(name.as_bytes());
     out.push((Kind::Stage as u16, payload));
+    out.extend(crate::pools_api::opening_record());
     out
 }
 
