@@ -5,7 +5,8 @@
 #   bash scripts/gpu_graphpool.sh [OUTDIR]      (OUTDIR defaults to $OUT)
 #
 # 1. examples/torch_compile_hf.py (a compiled Hugging Face Llama, CUDA-graph trees) plain, then
-#    under `vramledger run`, twice: default allocator and expandable segments. Torch's own
+#    under `vramledger run`; with the default allocator, then with expandable segments (SKIPPED
+#    when even the plain run fails that way). Torch's own
 #    snapshot (the program's VRAMLEDGER_TORCH line) is the ground truth: the report's bytes per
 #    pool id must equal it, torch_graph_pool must be the sum of the private pools, torch the
 #    default pool, torch + torch_graph_pool = memory_reserved(), the snapshot the Python hook
@@ -40,16 +41,23 @@ log "== gpu_graphpool $(date -u +%Y-%m-%dT%H:%M:%SZ) $(cat .gpu/BUILD_INFO 2>/de
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$S"
 
 # ---- 1. the compiled Hugging Face model --------------------------------------------------
-timeout 300 python3 examples/torch_compile_hf.py >"$W/hf-plain.out" 2>"$W/hf-plain.log"
-log "hf plain rc=$?"
 for mode in default expandable; do
     if [[ $mode == expandable ]]; then alloc="expandable_segments:True"; else alloc=""; fi
-    PYTORCH_CUDA_ALLOC_CONF="$alloc" timeout 300 "$CLI" run --out "$W/hf-$mode.run" -- \
+    PYTORCH_CUDA_ALLOC_CONF="$alloc" timeout 200 python3 examples/torch_compile_hf.py \
+        >"$W/hf-$mode-plain.out" 2>"$W/hf-$mode-plain.log"
+    rc=$?
+    log "hf $mode plain rc=$rc"
+    if [[ $rc != 0 ]]; then
+        log "RESULT hf-$mode: SKIPPED (the plain run failed: torch itself, not vramledger)"
+        tail -5 "$W/hf-$mode-plain.log" | tee -a "$S"
+        continue
+    fi
+    PYTORCH_CUDA_ALLOC_CONF="$alloc" timeout 200 "$CLI" run --out "$W/hf-$mode.run" -- \
         python3 examples/torch_compile_hf.py >"$W/hf-$mode.out" 2>"$W/hf-$mode.log"
     log "hf $mode hooked rc=$?"
     "$CLI" report --json "$W/hf-$mode.run" >"$W/hf-$mode.report.json" 2>"$W/hf-$mode.report.err"
     "$CLI" report "$W/hf-$mode.run" >"$W/hf-$mode.report.txt" 2>&1
-    python3 - "$W/hf-$mode.report.json" "$W/hf-$mode.out" "$W/hf-plain.out" <<'PY' 2>&1 | tee -a "$S"
+    python3 - "$W/hf-$mode.report.json" "$W/hf-$mode.out" "$W/hf-$mode-plain.out" <<'PY' 2>&1 | tee -a "$S"
 import json, sys
 report, hooked, plain = sys.argv[1:4]
 def torch_line(path):
