@@ -21,7 +21,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use vramledger_format::record::flags;
-use vramledger_format::{Event, MemKind, Owner, PoolScope};
+use vramledger_format::{Event, Kind, MemKind, Owner, PoolScope};
 
 use crate::forksafe::ForkSafeMutex;
 
@@ -187,6 +187,12 @@ pub fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 pub fn tag(e: &mut Event, torch: bool) {
     if HELD.load(Ordering::Acquire) == 0 || !torch || e.mem != MemKind::Device as u8 {
         return;
+    }
+    if !matches!(
+        e.kind(),
+        Some(Kind::Alloc | Kind::AllocFailed | Kind::VmmCreate)
+    ) {
+        return; // pool creations and the like hold no segment
     }
     let capturing = e.flags & flags::CAPTURE_THIS_THREAD != 0;
     let verdict = REGISTRY.lock().verdict(e.tid, e.device, capturing);
