@@ -189,6 +189,25 @@ fn what_the_books_hold_and_torch_does_not_is_named() {
 }
 
 #[test]
+fn segments_of_pluggable_allocators_are_their_modules_and_agree() {
+    // vLLM's cumem / NCCL's allocator behind a MemPool: torch lists the segment in its
+    // private pool, the books give it to the allocator's module. In the default pool the
+    // same would be a misattribution.
+    let mut nccl = ev(Kind::Alloc, 0x1000_0000, 32 * MIB, Owner::Nccl);
+    nccl.module = 2;
+    let j = journal(vec![
+        nccl,
+        ev(Kind::Alloc, 0x2000_0000, 32 * MIB, Owner::Direct),
+        segment(1, 0x1000_0000, 32 * MIB, (1, 0)),
+        segment(1, 0x2000_0000, 32 * MIB, (0, 0)),
+    ]);
+    let c = replay(&j).check.unwrap();
+    assert_eq!(c.pluggable, 1);
+    assert_eq!(c.mismatches.len(), 1);
+    assert_eq!(c.mismatches[0].address, 0x2000_0000);
+}
+
+#[test]
 fn the_last_snapshot_is_the_one_checked() {
     let j = journal(vec![
         ev(Kind::Alloc, 0x1000, 2 * MIB, Owner::Torch),

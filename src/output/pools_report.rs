@@ -69,9 +69,14 @@ pub fn text(out: &mut String, p: &TorchPools, amount: &dyn Fn(i64) -> String) {
     let _ = writeln!(out, "  torch pools ({source}): {}", rows.join("; "));
     if let Some(c) = &p.check {
         if c.agree() {
+            let plugged = if c.pluggable > 0 {
+                format!(" ({} made by pluggable allocators)", c.pluggable)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "  torch's snapshot #{} ({} segments, {}): agrees with the books",
+                "  torch's snapshot #{} ({} segments, {}): agrees with the books{plugged}",
                 c.snapshot,
                 c.segments,
                 amount(c.bytes as i64)
@@ -122,6 +127,7 @@ pub fn json(p: &TorchPools) -> Value {
             "segments": c.segments,
             "bytes": c.bytes,
             "agree": c.agree(),
+            "pluggable_segments": c.pluggable,
             "mismatches": c.mismatches.iter().map(|m| json!({
                 "device": m.device,
                 "address": m.address,
@@ -229,6 +235,7 @@ mod tests {
             t_ns: 5,
             segments: 14,
             bytes: 314 << 20,
+            pluggable: 0,
             mismatches: vec![],
         };
         text(&mut out, &pools(Some(agree.clone())), &mib);
