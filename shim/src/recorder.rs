@@ -39,6 +39,7 @@ fn opening_records(driver_version: Option<i32>) -> Vec<(u16, Vec<u8>)> {
     payload.truncate(EVENT_FIXED_LEN);
     payload.extend_from_slice(name.as_bytes());
     out.push((Kind::Stage as u16, payload));
+    out.extend(crate::pools_api::opening_record());
     out
 }
 
@@ -87,6 +88,7 @@ pub fn attribute(e: &mut Event, vmm: bool) {
     if class == ModuleClass::Skip {
         e.owner = Owner::Direct as u8;
     }
+    crate::pools::tag(e, class == ModuleClass::Torch);
 }
 
 /// The device of the calling thread's current context, -1 when it has none.
@@ -282,4 +284,5 @@ pub fn reset_after_fork() {
     LIVE.reset_in_child();
     stages::reset_in_child();
     crate::hooks::tap::reset_in_child();
+    crate::pools::reset_in_child();
 }
