@@ -993,3 +993,203 @@ fn calculator_flags_exact_failure_and_bad_input() {
     let (rc, _, err) = size(&half);
     assert_eq!(rc, 2, "{err}");
 }
+
+/// Builds tests/clients/sglang_startup.c against the fake cudart (once per test binary).
+fn sglang_startup_client() -> PathBuf {
+    use std::sync::OnceLock;
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let c = support::clients();
+        let exe = c.bin_dir.join("sglang_startup");
+        support::compile_executable(
+            &support::manifest_dir().join("tests/clients/sglang_startup.c"),
+            &exe,
+            &[c.bin_dir.join("libcudart.so.13"), PathBuf::from("-lm")],
+            &c.driver_dir,
+        );
+        exe
+    })
+    .clone()
+}
+
+const TINY_LLAMA: &str = r#"{"architectures": ["LlamaForCausalLM"], "head_dim": 128, "hidden_size": 2048,
+  "intermediate_size": 5632, "max_position_embeddings": 8192, "num_attention_heads": 16,
+  "num_hidden_layers": 8, "num_key_value_heads": 8, "torch_dtype": "bfloat16", "vocab_size": 32000}"#;
+
+/// Runs the SGLang-shaped startup under the shim and the fake driver in `dir` (the model folder
+/// `models/tiny-llama` relative to it); returns (the run folder, the count the program sized).
+fn record_sglang_startup(dir: &Path, mfs: &str, chunk: &str) -> (PathBuf, i64) {
+    let _ = std::fs::remove_dir_all(dir);
+    let model = dir.join("models/tiny-llama");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("config.json"), TINY_LLAMA).unwrap();
+    let run = dir.join("run");
+    let shim = support::profile_dir().join("libvramledger.so");
+    let c = support::clients();
+    let mut cmd = support::command(
+        &sglang_startup_client(),
+        &["models/tiny-llama", mfs, "1536", chunk],
+        &c.driver_dir,
+        &[
+            ("LD_PRELOAD", s(&shim)),
+            ("VRAMLEDGER_OUT", s(&run)),
+            ("FAKECUDA_MEM_BYTES", "25769803776"),
+        ],
+    );
+    cmd.current_dir(dir);
+    let out = support::run(cmd);
+    assert!(out.success(), "{}", out.dump());
+    let tokens = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tokens "))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no token count\n{}", out.dump()));
+    (run, tokens)
+}
+
+#[test]
+fn a_run_with_its_recorded_server_args_needs_no_flag() {
+    // The tap keeps the server_args line (about 10 KiB: two records) and the model folder it
+    // names; `size RUN` then takes the logged fraction (not SGLang's default for the fake GPU)
+    // and the logged folder's config.json, and reproduces the program's own count exactly.
+    for chunk in ["1000000", "700"] {
+        let dir = tmp(&format!("recorded-settings-{chunk}"));
+        let (run, tokens) = record_sglang_startup(&dir, "0.87", chunk);
+        let (rc, v) = size_json(&[s(&run)]);
+        assert_eq!(rc, 0, "{v:#}");
+        assert_eq!(v["mem_fraction_static"]["value"], 0.87);
+        assert_eq!(v["mem_fraction_static"]["source"], "logged");
+        let detail = v["mem_fraction_static"]["detail"].as_str().unwrap();
+        assert!(detail.contains("server_args line recorded"), "{detail}");
+        assert_ne!(v["defaults"]["mem_fraction_static"], 0.87);
+        let config = dir.join("models/tiny-llama/config.json");
+        assert_eq!(v["model"]["config"], s(&config));
+        assert!(v["model"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("logged model folder"));
+        assert_eq!(v["settings"]["tp"]["source"], "logged");
+        assert_eq!(v["cell_bytes"], 32768);
+        assert_eq!(v["tokens"], tokens);
+        assert_eq!(v["observed_tokens"], tokens);
+        assert_eq!(v["tolerance_tokens"], 0);
+        assert_eq!(v["reproduced"], true);
+        // The secret never reached the journal; the record says it was there.
+        let files = vramledger::journal::find(&run).unwrap();
+        let all: Vec<u8> = files.iter().flat_map(|f| std::fs::read(f).unwrap()).collect();
+        let text = String::from_utf8_lossy(&all);
+        assert!(!text.contains("SECRET"), "the api_key reached the journal");
+        assert!(text.contains("api_key='<redacted>'"));
+        // Text output names the source of each input.
+        let (rc, out, _) = size(&[s(&run)]);
+        assert_eq!(rc, 0);
+        assert!(out.contains("mem_fraction_static 0.87 (logged: mem_fraction_static from the server_args line recorded"), "{out}");
+    }
+}
+
+#[test]
+fn the_recorded_line_outranks_the_command_line_and_flags_outrank_both() {
+    let dir = tmp("recorded-vs-cmdline");
+    let (run, _) = record_sglang_startup(&dir, "0.85", "1000000");
+    let files = vramledger::journal::find(&run).unwrap();
+    assert_eq!(files.len(), 1);
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let cmd = "python3\0-m\0sglang.launch_server\0--model-path\0/nowhere\0--mem-fraction-static\00.5\0--page-size\016";
+    std::fs::write(&files[0], with_cmdline(&bytes, 77, cmd)).unwrap();
+    let (rc, v) = size_json(&[s(&run)]);
+    assert_eq!(rc, 0, "{v:#}");
+    // server_args printed mem_fraction_static and page_size: they win over the command line.
+    assert_eq!(v["mem_fraction_static"]["value"], 0.85);
+    assert!(v["mem_fraction_static"]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("server_args line recorded"));
+    assert_eq!(v["settings"]["page_size"]["value"], 1);
+    assert_eq!(v["reproduced"], true);
+    let (rc, v) = size_json(&[s(&run), "--mem-fraction-static", "0.6", "--page-size", "4"]);
+    assert_eq!(rc, 0);
+    assert_eq!(v["mem_fraction_static"]["source"], "given");
+    assert_eq!(v["settings"]["page_size"]["source"], "given");
+    assert_eq!(v["reproduced"], false);
+}
+
+/// Writes `text` through `tap_writer` under the shim, `chunk` bytes per write(2); returns the
+/// settings lines the journal holds and the stage names it entered.
+fn tap_settings(name: &str, text: &str, chunk: usize) -> (Vec<Assembled>, Vec<String>) {
+    use vramledger_format::{Api, Kind};
+    let dir = tmp(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("in.log"), text).unwrap();
+    let shim = support::profile_dir().join("libvramledger.so");
+    let out = dir.join("run");
+    let chunk = chunk.to_string();
+    let r = support::clients().run(
+        "tap_writer",
+        &[s(&dir.join("in.log")), &chunk, "2"],
+        &[("LD_PRELOAD", s(&shim)), ("VRAMLEDGER_OUT", s(&out))],
+    );
+    assert!(r.success(), "{}", r.dump());
+    assert_eq!(r.stderr, text, "the program's output must be unchanged");
+    let files = vramledger::journal::find(&out).unwrap();
+    let j = vramledger::journal::read(&files[0]).unwrap();
+    let mut a = Assembler::default();
+    let mut lines = Vec::new();
+    let mut stages = Vec::new();
+    for e in &j.events {
+        match e.kind() {
+            Some(Kind::Warning) if e.api == Api::VramledgerSettings as u16 => {
+                lines.extend(a.push(&e.text))
+            }
+            Some(Kind::Stage) => stages.push(e.text.lines().next().unwrap_or("").to_string()),
+            _ => {}
+        }
+    }
+    lines.extend(a.finish());
+    (lines, stages)
+}
+
+use vramledger_engines::log::settings::{Assembled, Assembler, SettingsKind, MAX_LINE};
+
+#[test]
+fn long_settings_lines_are_kept_to_their_bound_and_say_when_cut() {
+    let next = "[2025-06-01 10:00:01 TP0] Load weight begin. avail mem=12.00 GB\n";
+    // 20 KiB (over the tap's 16 KiB bound for other partial lines) in 4 KiB writes: whole.
+    let pad: String = (0..1500).map(|i| format!(", setting_{i:04}={i}")).collect();
+    let line = format!("[2025-06-01 10:00:00] server_args=ServerArgs(tp_size=2, max_total_tokens=4096{pad})");
+    assert!(line.len() > 16 * 1024 && line.len() < MAX_LINE);
+    let (got, stages) = tap_settings("settings-20k", &format!("{line}\n{next}"), 4096);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].kind, SettingsKind::SglangServerArgs);
+    assert_eq!(got[0].line, line);
+    assert!(!got[0].cut && !got[0].incomplete);
+    assert_eq!(stages.last().map(String::as_str), Some("weight_load"));
+    // 80 KiB: the first 64 KiB, marked cut; the rest is dropped up to the line's end, and the
+    // next line is still a stage boundary.
+    let pad: String = (0..6000).map(|i| format!(", setting_{i:04}={i}")).collect();
+    let line = format!("[2025-06-01 10:00:00] server_args=ServerArgs(tp_size=2{pad})");
+    assert!(line.len() > MAX_LINE + 8192);
+    let (got, stages) = tap_settings("settings-80k", &format!("{line}\n{next}"), 4096);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].cut);
+    assert_eq!(got[0].line.len(), MAX_LINE);
+    assert!(line.starts_with(&got[0].line));
+    assert_eq!(stages.last().map(String::as_str), Some("weight_load"));
+    // vLLM's two lines, in one write each.
+    let vllm = "INFO 05-01 12:00:00 [api_utils.py:273] non-default args: {'model': '/m/x', 'api_key': 'abc', 'gpu_memory_utilization': 0.5}\n\
+                (EngineCore_DP0 pid=9) INFO 05-01 12:00:01 [core.py:117] Initializing a V1 LLM engine (v0.26.0) with config: model='/m/x', max_seq_len=4096, tensor_parallel_size=1\n";
+    let (got, _) = tap_settings("settings-vllm", vllm, 1 << 16);
+    let kinds: Vec<SettingsKind> = got.iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            SettingsKind::VllmNonDefaultArgs,
+            SettingsKind::ModelPath,
+            SettingsKind::VllmEngineConfig,
+            SettingsKind::ModelPath
+        ]
+    );
+    assert!(got[0].line.contains("'api_key': '<redacted>'"));
+    assert_eq!(got[1].line, "/m/x");
+}

@@ -66,6 +66,7 @@ fn model(m: &ModelSource) -> Value {
     json!({
         "config": m.path,
         "source": m.origin.name(),
+        "detail": m.detail,
         "architectures": g.architectures,
         "num_hidden_layers": g.num_hidden_layers,
         "num_key_value_heads": g.num_key_value_heads,

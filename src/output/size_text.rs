@@ -64,9 +64,11 @@ fn sglang(out: &mut String, r: &SglangReport) {
     let g = &r.model.geometry;
     let _ = writeln!(
         out,
-        "  model: {} ({}), {} layers",
+        "  model: {} ({}; {}: {}), {} layers",
         g.architectures.first().map_or("?", String::as_str),
         r.model.path,
+        r.model.origin.name(),
+        r.model.detail,
         g.num_hidden_layers
     );
     let _ = writeln!(out, "  cell: {} B/token = {}", r.cell_bytes, r.cell_text);

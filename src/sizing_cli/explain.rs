@@ -509,7 +509,8 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         if *obs < r.tokens && r.error.is_none() {
             notes.push(format!(
                 "the engine sized fewer tokens ({obs}) than these bytes give: a --max-total-tokens \
-                 cap would explain it (a run's journals do not record the cap; pass \
+                 cap would explain it (no server_args line was read: this run's journals hold \
+                 none, recorded before vramledger kept it or with the tap off; pass \
                  --max-total-tokens or the engine log with its server_args line)"
             ));
         }

@@ -9,8 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
+use vramledger_engines::log::settings::{Assembler, SettingsKind};
 use vramledger_engines::log::{classify_each, event as ev, stage, Engine, RankTag};
-use vramledger_format::Kind;
+use vramledger_format::{Api, Kind};
 
 use super::detect::Hints;
 use super::server_args::{self, ServerArgs};
@@ -243,6 +244,18 @@ pub struct RunRank {
     pub after_capture_free: Option<u64>,
 }
 
+/// One engine settings line the tap recorded (secrets already redacted).
+#[derive(Debug, Clone)]
+pub struct RecordedSettings {
+    pub kind: SettingsKind,
+    pub line: String,
+    pub pid: String,
+    /// Longer than the record bound when printed: only its start was kept.
+    pub cut: bool,
+    /// Parts of it were lost (a torn journal).
+    pub incomplete: bool,
+}
+
 /// What a run's journals say.
 #[derive(Debug, Clone)]
 pub struct RunFacts {
@@ -254,6 +267,10 @@ pub struct RunFacts {
     pub nvml_total_mib: Option<f64>,
     pub lines: LogFacts,
     pub cmdline: Option<ServerArgs>,
+    /// The settings lines the tap recorded, in journal order.
+    pub settings: Vec<RecordedSettings>,
+    /// The model folder the first settings line named, as the tap resolved it, and whose.
+    pub model_path: Option<(String, String)>,
     pub warnings: Vec<String>,
 }
 
@@ -325,6 +342,7 @@ impl RunFacts {
         }
         let mut lines = LogFacts::new(format!("the run {}", path.display()));
         let mut cmdline = None;
+        let mut settings = Vec::new();
         let (mut driver, mut nvml): (Option<u64>, Option<u64>) = (None, None);
         let min = |slot: &mut Option<u64>, v: u64| *slot = Some(slot.map_or(v, |m| m.min(v)));
         for j in &journals {
@@ -338,8 +356,15 @@ impl RunFacts {
                     cmdline = server_args::from_cmdline(&args, &origin);
                 }
             }
+            let pid = j.header.get("pid").unwrap_or("?").to_string();
+            let mut parts = Assembler::default();
             for e in &j.events {
                 match e.kind() {
+                    Some(Kind::Warning) if e.api == Api::VramledgerSettings as u16 => {
+                        for a in parts.push(&e.text) {
+                            settings.push(recorded(a, &pid));
+                        }
+                    }
                     Some(Kind::Stage) => {
                         if let Some((_, line)) = e.text.split_once('\n') {
                             lines.observe_line(line);
@@ -350,6 +375,35 @@ impl RunFacts {
                     _ => {}
                 }
             }
+            settings.extend(parts.finish().map(|a| recorded(a, &pid)));
+        }
+        let mut model_path = None;
+        for s in &settings {
+            if s.cut || s.incomplete {
+                warnings.push(format!(
+                    "the {} line recorded for pid {} {}; the settings after its end are unknown",
+                    s.kind.name(),
+                    s.pid,
+                    if s.cut {
+                        "was longer than 64 KiB: its first 64 KiB were kept"
+                    } else {
+                        "lost parts (a damaged journal): what remained was read"
+                    }
+                ));
+            }
+            match s.kind {
+                SettingsKind::ModelPath if !s.incomplete => {
+                    model_path.get_or_insert((
+                        s.line.clone(),
+                        format!("the model path recorded for pid {}", s.pid),
+                    ));
+                }
+                SettingsKind::ModelPath => {}
+                _ => lines.observe_line(&s.line),
+            }
+        }
+        if let Some(sa) = lines.server_args.as_mut() {
+            sa.origin = format!("the server_args line recorded in {}", path.display());
         }
         let books = ledger::build(&journals);
         let mut ranks = Vec::new();
@@ -394,8 +448,20 @@ impl RunFacts {
             nvml_total_mib: nvml.map(mib),
             lines,
             cmdline,
+            settings,
+            model_path,
             warnings,
         })
+    }
+}
+
+fn recorded(a: vramledger_engines::log::settings::Assembled, pid: &str) -> RecordedSettings {
+    RecordedSettings {
+        kind: a.kind,
+        line: a.line,
+        pid: pid.to_string(),
+        cut: a.cut,
+        incomplete: a.incomplete,
     }
 }
 

@@ -275,7 +275,7 @@ impl Settings {
     ) -> Settings {
         let empty = ServerArgs::default();
         let sa = server.unwrap_or(&empty);
-        let logged = |what: &str| format!("{what} from {}", sa.origin);
+        let logged = |what: &str| format!("{what} from {}", sa.origin_of(what));
         let pp = match (args.pp, sa.u64("pp_size")) {
             (Some(v), _) => Sourced::new(v, Origin::Given, "--pp"),
             (None, Some(v)) => Sourced::new(v, Origin::Logged, logged("pp_size")),

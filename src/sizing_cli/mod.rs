@@ -22,6 +22,7 @@ pub mod detect;
 pub mod explain;
 pub mod facts;
 pub mod inputs;
+mod model;
 mod report;
 pub mod server_args;
 pub mod vllm;
@@ -36,6 +37,7 @@ use vramledger_engines::sizing::Layout;
 
 use crate::output::{size_json, size_text};
 use inputs::{LogFacts, Measured, Origin, RunFacts, Settings, Sourced};
+use server_args::ServerArgs;
 pub use report::{
     DefaultsOnly, DefaultsReport, ModelSource, PostCaptureEmulation, PostCaptureResize,
     Recommendation, Runtime, SglangReport, SizeReport, WhatIf,
@@ -287,7 +289,7 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn read_model(path: &Path, origin: Origin) -> Result<ModelSource, String> {
+fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let geometry =
@@ -296,24 +298,46 @@ fn read_model(path: &Path, origin: Origin) -> Result<ModelSource, String> {
         geometry,
         path: path.display().to_string(),
         origin,
+        detail,
     })
 }
 
-/// `--model-config`, else a config.json in the run folder, else the logged model path's.
-fn find_model(args: &SizeArgs, model_path: Option<&str>) -> Result<Option<ModelSource>, String> {
+/// `--model-config`; else the `config.json` of the model folder the engine logged (the path
+/// the run recorded, else the `model_path` setting; a hub id is looked up in the Hugging Face
+/// cache); else a `config.json` in the run folder. A candidate that is there but unreadable is
+/// skipped with a warning.
+fn find_model(
+    args: &SizeArgs,
+    recorded: Option<(String, String)>,
+    model_path: Option<&str>,
+) -> Result<Option<ModelSource>, String> {
     if let Some(p) = &args.model_config {
-        return read_model(p, Origin::Given).map(Some);
+        return read_model(p, Origin::Given, "--model-config".into()).map(Some);
     }
-    let mut candidates = Vec::new();
+    let mut candidates: Vec<(PathBuf, Origin, String)> = Vec::new();
+    let logged = recorded.into_iter().chain(
+        model_path.map(|m| (m.to_string(), "the logged model_path setting".to_string())),
+    );
+    for (m, whose) in logged {
+        for c in model::config_candidates(&m) {
+            let how = format!("config.json of the logged model folder {m} ({whose})");
+            candidates.push((c, Origin::Derived, how));
+        }
+    }
     if let Some(run) = args.run.as_ref().filter(|r| r.is_dir()) {
-        candidates.push(run.join("config.json"));
+        candidates.push((
+            run.join("config.json"),
+            Origin::Derived,
+            "config.json in the run folder".to_string(),
+        ));
     }
-    if let Some(m) = model_path {
-        candidates.push(Path::new(m).join("config.json"));
-    }
-    for c in candidates {
-        if c.is_file() {
-            return read_model(&c, Origin::Derived).map(Some);
+    for (c, origin, detail) in candidates {
+        if !c.is_file() {
+            continue;
+        }
+        match read_model(&c, origin, detail) {
+            Ok(m) => return Ok(Some(m)),
+            Err(e) => eprintln!("vramledger size: warning: {e}; not used"),
         }
     }
     Ok(None)
@@ -388,7 +412,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
             );
         }
         let l = log.as_ref().expect("vllm_log");
-        let model = find_model(args, None)?.ok_or(
+        let model = find_model(args, None, None)?.ok_or(
             "--model-config is needed: the KV bytes per token come from the model's config.json",
         )?;
         let ask = vllm::VllmAsk {
@@ -413,19 +437,25 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     if args.attempt.is_some() {
         return Err("--attempt picks a vLLM startup; it does not apply to SGLang input".into());
     }
-    // Logged settings: the log's server_args line, then the run's launch command line.
-    let mut server = log.as_ref().and_then(|l| l.server_args.clone());
-    if let Some(c) = run.as_ref().and_then(|r| r.cmdline.as_ref()) {
+    // Logged settings, each key from the first source that has it: the log's server_args
+    // line, the server_args line the run recorded, the run's launch command line.
+    let mut server: Option<ServerArgs> = None;
+    for layer in [
+        log.as_ref().and_then(|l| l.server_args.as_ref()),
+        run.as_ref().and_then(|r| r.lines.server_args.as_ref()),
+        run.as_ref().and_then(|r| r.cmdline.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    {
         match server.as_mut() {
-            Some(s) => s.fill_from(c),
-            None => server = Some(c.clone()),
+            Some(s) => s.fill_from(layer),
+            None => server = Some(layer.clone()),
         }
     }
-    if server.is_none() {
-        server = run.as_ref().and_then(|r| r.lines.server_args.clone());
-    }
     let settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
-    let model = find_model(args, settings.model_path.as_deref())?;
+    let recorded_model = run.as_ref().and_then(|r| r.model_path.clone());
+    let model = find_model(args, recorded_model, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
     let layout = layout_of(args, facts)?;
     let measured = match (&run, &log, args.pre_gib.zip(args.available_gib)) {

@@ -17,6 +17,8 @@ pub struct ModelSource {
     pub geometry: ModelGeometry,
     pub path: String,
     pub origin: Origin,
+    /// Which flag or file: "--model-config", "config.json of the logged model folder …".
+    pub detail: String,
 }
 
 /// The default settings SGLang derives for a GPU.

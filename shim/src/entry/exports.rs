@@ -86,6 +86,7 @@ pub fn hook_addr(api: Api) -> usize {
         | A::VramledgerSample
         | A::VramledgerStage
         | A::VramledgerLogLine
+        | A::VramledgerSettings
         | A::NvmlSample => 0,
     }
 }

@@ -32,6 +32,7 @@ mod filter;
 mod numbers;
 mod prefix;
 pub mod rules;
+pub mod settings;
 mod sglang;
 mod sglang_capture;
 mod tracker;
