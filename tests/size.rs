@@ -1193,3 +1193,49 @@ fn long_settings_lines_are_kept_to_their_bound_and_say_when_cut() {
     assert!(got[0].line.contains("'api_key': '<redacted>'"));
     assert_eq!(got[1].line, "/m/x");
 }
+
+#[test]
+fn the_uncapped_h200_run_with_its_printed_server_args_as_a_record() {
+    // The H200 journals predate settings records (their test above keeps its flag). Given the
+    // line the program printed, as the tap now records it (appended to the main process's
+    // journal), the run needs no flag: the logged 0.905, not the 0.906 SGLang's rule gives
+    // NVML's total, and the observed count exactly, with no cap blamed.
+    use vramledger_format::frame::{encode_frame, frame_len};
+    use vramledger_format::{Api, Event, Kind};
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-sglang-uncapped");
+    let dir = tmp("uncapped-with-record");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["pid716.vlj", "pid760.vlj", "pid761.vlj", "config.json"] {
+        std::fs::copy(data.join(f), dir.join(f)).unwrap();
+    }
+    let printed = std::fs::read_to_string(data.join("program-output.txt")).unwrap();
+    let line = printed.lines().find(|l| l.contains("server_args=")).unwrap();
+    let mut bytes = std::fs::read(dir.join("pid716.vlj")).unwrap();
+    for part in vramledger_engines::log::settings::encode(SettingsKind::SglangServerArgs, line) {
+        let e = Event {
+            kind: Kind::Warning as u16,
+            api: Api::VramledgerSettings as u16,
+            device: -1,
+            text: part,
+            ..Event::default()
+        };
+        let payload = e.encode();
+        let mut frame = vec![0u8; frame_len(payload.len())];
+        encode_frame(Kind::Warning as u16, &payload, &mut frame);
+        bytes.extend(frame);
+    }
+    std::fs::write(dir.join("pid716.vlj"), bytes).unwrap();
+    let (rc, v) = size_json(&[s(&dir)]);
+    assert_eq!(rc, 0, "{v:#}");
+    assert_eq!(v["mem_fraction_static"]["value"], 0.905);
+    assert_eq!(v["mem_fraction_static"]["source"], "logged");
+    assert_eq!(v["defaults"]["mem_fraction_static"], 0.906);
+    assert_eq!(v["tokens"], 8_174_965);
+    assert_eq!(v["observed_tokens"], 8_174_965);
+    assert_eq!(v["reproduced"], true);
+    assert!(v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| !n.as_str().unwrap().contains("cap would explain")));
+}
