@@ -1077,7 +1077,10 @@ fn a_run_with_its_recorded_server_args_needs_no_flag() {
         assert_eq!(v["reproduced"], true);
         // The secret never reached the journal; the record says it was there.
         let files = vramledger::journal::find(&run).unwrap();
-        let all: Vec<u8> = files.iter().flat_map(|f| std::fs::read(f).unwrap()).collect();
+        let all: Vec<u8> = files
+            .iter()
+            .flat_map(|f| std::fs::read(f).unwrap())
+            .collect();
         let text = String::from_utf8_lossy(&all);
         assert!(!text.contains("SECRET"), "the api_key reached the journal");
         assert!(text.contains("api_key='<redacted>'"));
@@ -1157,7 +1160,9 @@ fn long_settings_lines_are_kept_to_their_bound_and_say_when_cut() {
     let next = "[2025-06-01 10:00:01 TP0] Load weight begin. avail mem=12.00 GB\n";
     // 20 KiB (over the tap's 16 KiB bound for other partial lines) in 4 KiB writes: whole.
     let pad: String = (0..1500).map(|i| format!(", setting_{i:04}={i}")).collect();
-    let line = format!("[2025-06-01 10:00:00] server_args=ServerArgs(tp_size=2, max_total_tokens=4096{pad})");
+    let line = format!(
+        "[2025-06-01 10:00:00] server_args=ServerArgs(tp_size=2, max_total_tokens=4096{pad})"
+    );
     assert!(line.len() > 16 * 1024 && line.len() < MAX_LINE);
     let (got, stages) = tap_settings("settings-20k", &format!("{line}\n{next}"), 4096);
     assert_eq!(got.len(), 1, "{got:?}");
@@ -1209,7 +1214,10 @@ fn the_uncapped_h200_run_with_its_printed_server_args_as_a_record() {
         std::fs::copy(data.join(f), dir.join(f)).unwrap();
     }
     let printed = std::fs::read_to_string(data.join("program-output.txt")).unwrap();
-    let line = printed.lines().find(|l| l.contains("server_args=")).unwrap();
+    let line = printed
+        .lines()
+        .find(|l| l.contains("server_args="))
+        .unwrap();
     let mut bytes = std::fs::read(dir.join("pid716.vlj")).unwrap();
     for part in vramledger_engines::log::settings::encode(SettingsKind::SglangServerArgs, line) {
         let e = Event {

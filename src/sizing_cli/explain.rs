@@ -8,7 +8,7 @@
 
 use vramledger_engines::sizing::cell::{self, kv_heads_per_rank, Attention, CellInput, KvDtype};
 use vramledger_engines::sizing::defaults::{
-    l1_runner_fraction, sglang_defaults, DefaultsInput, PrefillGraph, Speculative,
+    l1_runner_fraction, sglang_defaults, DefaultsInput, Speculative,
 };
 use vramledger_engines::sizing::hybrid::SwaInput;
 use vramledger_engines::sizing::model::ModelGeometry;
@@ -245,9 +245,9 @@ pub fn defaults_input(
     d.decode_graph = s.decode_graph;
     d.deepep = s.deepep;
     d.post_capture_kv_sizing = s.post_capture_kv_sizing && layout >= Layout::V0_5_18;
-    if s.hip {
-        d.prefill_graph = PrefillGraph::TcPiecewise;
-    }
+    d.platform = s.platform;
+    d.prefill_graph = s.prefill_graph;
+    d.piecewise_graph = s.piecewise_graph;
     if let Some(m) = model {
         d.mla = m.mla.is_some();
         d.multimodal = m.is_multimodal;

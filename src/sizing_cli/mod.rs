@@ -32,16 +32,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use vramledger_engines::log::Engine;
+use vramledger_engines::sizing::defaults::Platform;
 use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::Layout;
 
 use crate::output::{size_json, size_text};
 use inputs::{LogFacts, Measured, Origin, RunFacts, Settings, Sourced};
-use server_args::ServerArgs;
 pub use report::{
     DefaultsOnly, DefaultsReport, ModelSource, PostCaptureEmulation, PostCaptureResize,
     Recommendation, Runtime, SglangReport, SizeReport, WhatIf,
 };
+use server_args::ServerArgs;
 
 /// Exit code: the configuration cannot fit.
 pub const EXIT_DOES_NOT_FIT: i32 = 1;
@@ -95,8 +96,9 @@ pub struct SizeArgs {
     /// 0.5.18, 0.5.23; default the newest).
     #[arg(long, value_name = "V")]
     pub sglang_version: Option<String>,
-    /// SGLang's platform: cuda (default) or hip (ROCm; its prefill graph backend differs).
-    #[arg(long, value_name = "P", value_parser = ["cuda", "hip"])]
+    /// SGLang's platform: cuda (default), hip (ROCm) or npu (Ascend): their capacity tiers and
+    /// prefill-graph rules differ.
+    #[arg(long, value_name = "P", value_parser = ["cuda", "hip", "npu"])]
     pub platform: Option<String>,
     /// SGLang --dp-size (data-parallel replicas).
     #[arg(long, value_name = "N")]
@@ -315,9 +317,9 @@ fn find_model(
         return read_model(p, Origin::Given, "--model-config".into()).map(Some);
     }
     let mut candidates: Vec<(PathBuf, Origin, String)> = Vec::new();
-    let logged = recorded.into_iter().chain(
-        model_path.map(|m| (m.to_string(), "the logged model_path setting".to_string())),
-    );
+    let logged = recorded
+        .into_iter()
+        .chain(model_path.map(|m| (m.to_string(), "the logged model_path setting".to_string())));
     for (m, whose) in logged {
         for c in model::config_candidates(&m) {
             let how = format!("config.json of the logged model folder {m} ({whose})");
@@ -453,11 +455,21 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
             None => server = Some(layer.clone()),
         }
     }
-    let settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
+    let mut settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
     let recorded_model = run.as_ref().and_then(|r| r.model_path.clone());
     let model = find_model(args, recorded_model, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
     let layout = layout_of(args, facts)?;
+    if settings.platform == Platform::Npu
+        && layout.value >= Layout::V0_5_12
+        && settings.page_size.origin == Origin::Default
+    {
+        settings.page_size = Sourced::new(
+            128,
+            Origin::Default,
+            "SGLang's NPU default (set_default_server_args)",
+        );
+    }
     let measured = match (&run, &log, args.pre_gib.zip(args.available_gib)) {
         (_, _, Some((pre, avail))) => Some(Measured::from_flags(pre, avail)),
         (Some(r), _, None) => Some(Measured::from_run(r)),

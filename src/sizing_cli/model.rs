@@ -10,7 +10,9 @@ pub fn config_candidates(model: &str) -> Vec<PathBuf> {
     let mut out = vec![Path::new(model).join("config.json")];
     if let Some((org, name)) = hub_id(model) {
         for hub in hub_caches() {
-            out.extend(snapshot_configs(&hub.join(format!("models--{org}--{name}"))));
+            out.extend(snapshot_configs(
+                &hub.join(format!("models--{org}--{name}")),
+            ));
         }
     }
     out
@@ -24,15 +26,18 @@ fn hub_id(model: &str) -> Option<(&str, &str)> {
     let (org, name) = model.trim_end_matches('/').split_once('/')?;
     let ok = |s: &str| {
         !s.is_empty()
-            && s
-                .chars()
+            && s.chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     };
     (ok(org) && ok(name)).then_some((org, name))
 }
 
 fn hub_caches() -> Vec<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let mut out = Vec::new();
     out.extend(var("HF_HUB_CACHE"));
     out.extend(var("HUGGINGFACE_HUB_CACHE"));
@@ -77,11 +82,17 @@ mod tests {
     #[test]
     fn hub_ids_and_paths() {
         assert_eq!(hub_id("Qwen/Qwen2.5-0.5B"), Some(("Qwen", "Qwen2.5-0.5B")));
-        assert_eq!(hub_id("meta-llama/Llama-3.1-8B/"), Some(("meta-llama", "Llama-3.1-8B")));
+        assert_eq!(
+            hub_id("meta-llama/Llama-3.1-8B/"),
+            Some(("meta-llama", "Llama-3.1-8B"))
+        );
         for not in ["/models/x", "./x/y", "a/b/c", "model", "~/m/x", "a b/c"] {
             assert_eq!(hub_id(not), None, "{not}");
         }
-        assert_eq!(config_candidates("/m/x")[0], PathBuf::from("/m/x/config.json"));
+        assert_eq!(
+            config_candidates("/m/x")[0],
+            PathBuf::from("/m/x/config.json")
+        );
     }
 
     #[test]

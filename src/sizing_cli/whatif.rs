@@ -7,7 +7,7 @@
 //! SGLang derived is re-derived under the new GPU or TP size; a given or logged one is kept.
 
 use vramledger_engines::sizing::defaults::{
-    pre_capture_activation_reserve_mb, sglang_defaults, Disaggregation,
+    pre_capture_activation_reserve_mb, sglang_defaults, Disaggregation, Platform,
 };
 use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::post_capture::{
@@ -421,7 +421,7 @@ fn post_capture_inactive(model: &ModelGeometry, s: &Settings, layout: Layout) ->
     if model.mla.is_some() {
         return Some("SGLang's eligibility excludes the MLA backend".into());
     }
-    if s.hip {
+    if s.platform != Platform::Cuda {
         return Some("SGLang's eligibility needs device cuda".into());
     }
     None

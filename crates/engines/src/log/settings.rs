@@ -119,7 +119,14 @@ pub fn is_secret_key(key: &str) -> bool {
         "authorization",
         "cookie",
     ];
-    const KEY_OWNERS: &[&str] = &["api", "access", "private", "secret", "signing", "encryption"];
+    const KEY_OWNERS: &[&str] = &[
+        "api",
+        "access",
+        "private",
+        "secret",
+        "signing",
+        "encryption",
+    ];
     words.iter().any(|w| SECRET_WORDS.contains(w))
         || words
             .windows(2)
@@ -315,8 +322,9 @@ pub fn model_path(kind: SettingsKind, line: &str) -> Option<String> {
             let at = line.find(") with config: ")?;
             quoted_after(&line[at..], " model", "=")
         }
-        SettingsKind::VllmNonDefaultArgs => quoted_after(line, "'model'", ": ")
-            .or_else(|| quoted_after(line, "'model_tag'", ": ")),
+        SettingsKind::VllmNonDefaultArgs => {
+            quoted_after(line, "'model'", ": ").or_else(|| quoted_after(line, "'model_tag'", ": "))
+        }
         SettingsKind::ModelPath => Some(line.to_string()),
     }?;
     (!path.is_empty()).then_some(path)

@@ -1,6 +1,7 @@
 use super::*;
 
-const SGLANG: &str = "[2026-02-26 16:30:34] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5', \
+const SGLANG: &str =
+    "[2026-02-26 16:30:34] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5', \
     tokenizer_path='moonshotai/Kimi-K2.5', api_key='sk-live-0123456789abcdefghij', \
     admin_api_key=None, mem_fraction_static=0.8260405859375, max_total_tokens=None, \
     max_prefill_tokens=16384, skip_tokenizer_init=False, tp_size=8, \
@@ -21,12 +22,18 @@ const VLLM_026: &str = "(EngineCore_DP0 pid=4242) INFO 05-01 12:00:00 [core.py:1
 
 #[test]
 fn detects_the_three_lines_in_their_wordings() {
-    assert_eq!(detect(SGLANG.as_bytes()), Some(SettingsKind::SglangServerArgs));
+    assert_eq!(
+        detect(SGLANG.as_bytes()),
+        Some(SettingsKind::SglangServerArgs)
+    );
     assert_eq!(
         detect(VLLM_NON_DEFAULT.as_bytes()),
         Some(SettingsKind::VllmNonDefaultArgs)
     );
-    assert_eq!(detect(VLLM_026.as_bytes()), Some(SettingsKind::VllmEngineConfig));
+    assert_eq!(
+        detect(VLLM_026.as_bytes()),
+        Some(SettingsKind::VllmEngineConfig)
+    );
     for older in [
         "INFO 10-18 10:00:00 llm_engine.py:237] Initializing an LLM engine (v0.6.3.post1) with config: model='m'",
         "INFO 05-30 06:39:59 llm_engine.py:234] Initializing a V0 LLM engine (v0.7.2) with config: model='Qwen/Qwen2.5-1.5B-Instruct'",
@@ -104,8 +111,14 @@ fn secret_shapes_anywhere_and_awkward_values() {
             "extra='--token <redacted>'",
         ),
         // Escaped quotes inside the secret; a cut line ends inside it.
-        ("api_key='ab\\'cd', tp_size=1", "api_key='<redacted>', tp_size=1"),
-        ("x=1, hf_token='hf_cut_in_the_mid", "x=1, hf_token='<redacted>"),
+        (
+            "api_key='ab\\'cd', tp_size=1",
+            "api_key='<redacted>', tp_size=1",
+        ),
+        (
+            "x=1, hf_token='hf_cut_in_the_mid",
+            "x=1, hf_token='<redacted>",
+        ),
         // A bare value up to the next separator; an empty string stays empty.
         (
             "auth_token=abc.def, api_key='', secret_key=[1, (2, 3)], n=4",
@@ -122,10 +135,24 @@ fn secret_shapes_anywhere_and_awkward_values() {
     for (input, want) in cases {
         assert_eq!(redact(input), want, "{input}");
     }
-    for k in ["api_key", "ADMIN_API_KEY", "hf_token", "HF-TOKEN", "db.password", "client_secret"] {
+    for k in [
+        "api_key",
+        "ADMIN_API_KEY",
+        "hf_token",
+        "HF-TOKEN",
+        "db.password",
+        "client_secret",
+    ] {
         assert!(is_secret_key(k), "{k}");
     }
-    for k in ["max_total_tokens", "tokenizer", "keyfile", "key", "monkey_patch", "token_usage_x"] {
+    for k in [
+        "max_total_tokens",
+        "tokenizer",
+        "keyfile",
+        "key",
+        "monkey_patch",
+        "token_usage_x",
+    ] {
         assert_eq!(is_secret_key(k), k == "token_usage_x", "{k}");
     }
     // Multi-byte text around secrets survives.
@@ -159,11 +186,17 @@ fn model_path_of_each_line() {
         Some("org/name")
     );
     assert_eq!(
-        model_path(SettingsKind::SglangServerArgs, "server_args=ServerArgs(model_path='cut"),
+        model_path(
+            SettingsKind::SglangServerArgs,
+            "server_args=ServerArgs(model_path='cut"
+        ),
         None
     );
     assert_eq!(
-        model_path(SettingsKind::SglangServerArgs, "server_args=ServerArgs(model_path=None)"),
+        model_path(
+            SettingsKind::SglangServerArgs,
+            "server_args=ServerArgs(model_path=None)"
+        ),
         None
     );
 }
@@ -216,7 +249,12 @@ fn parts_round_trip_and_the_bound() {
     assert!(long.starts_with(&out[0].line));
     assert!(a.finish().is_none());
     // Headers that are not ours.
-    for bad in ["model_path 0/1\nx", "model_path 2/1\nx", "nope 1/1\nx", "model_path 1/1 hm\nx"] {
+    for bad in [
+        "model_path 0/1\nx",
+        "model_path 2/1\nx",
+        "nope 1/1\nx",
+        "model_path 1/1 hm\nx",
+    ] {
         assert_eq!(decode_part(bad), None, "{bad}");
     }
 }
