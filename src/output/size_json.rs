@@ -34,6 +34,30 @@ fn layout(l: &Sourced<vramledger_engines::sizing::Layout>) -> Value {
     })
 }
 
+/// The SGLang answer's layout, with the layouts the line formats allowed when there were more.
+fn sglang_layout(r: &SglangReport) -> Value {
+    let mut v = layout(&r.layout);
+    v["ambiguous"] = json!(r.layout_ambiguous);
+    v["candidates"] = if r.layout_candidates.is_empty() {
+        Value::Null
+    } else {
+        r.layout_candidates
+            .iter()
+            .map(|c| {
+                json!({
+                    "label": c.layout.label(),
+                    "release": c.layout.release(),
+                    "tokens": c.tokens,
+                    "error": c.error,
+                    "reproduced": c.reproduced,
+                    "chosen": c.chosen,
+                })
+            })
+            .collect()
+    };
+    v
+}
+
 fn check_name(c: FailedCheck) -> &'static str {
     match c {
         FailedCheck::RestNotPositive => "rest_not_positive",
@@ -189,7 +213,7 @@ fn sglang(r: &SglangReport) -> Value {
     json!({
         "schema": SCHEMA,
         "engine": "sglang",
-        "layout": layout(&r.layout),
+        "layout": sglang_layout(r),
         "measured": {
             "exact": m.exact,
             "origin": m.origin,

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use vramledger_engines::sizing::pyfloat::GIB;
 
 use crate::sizing_cli::inputs::Sourced;
+use crate::sizing_cli::layouts;
 use crate::sizing_cli::vllm::VllmReport;
 use crate::sizing_cli::{DefaultsReport, SglangReport, SizeReport};
 
@@ -60,6 +61,16 @@ fn sglang(out: &mut String, r: &SglangReport) {
         "SGLang KV sizing, layout {}: {}",
         r.layout.value, r.layout.detail
     );
+    if r.layout_ambiguous {
+        let _ = writeln!(
+            out,
+            "  LAYOUT AMBIGUOUS: the line formats cannot tell these apart, and they size differently:"
+        );
+        for c in &r.layout_candidates {
+            let _ = writeln!(out, "    {}", layouts::verdict(c));
+        }
+        let _ = writeln!(out, "    (--sglang-version settles it)");
+    }
     let _ = writeln!(out, "  measured: {}", r.measured.origin);
     let g = &r.model.geometry;
     let _ = writeln!(

@@ -567,6 +567,8 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
     }
     Ok(SglangReport {
         layout,
+        layout_candidates: Vec::new(),
+        layout_ambiguous: false,
         kv_dtype: format!(
             "{} ({:?})",
             settings.kv_cache_dtype.value,
@@ -587,6 +589,7 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         observed_profiled: observed.profiled,
         observed_failure: observed.failure,
         observed_post_capture_tokens: observed.post_capture_tokens,
+        observed_stopped_after_weights: observed.stopped_after_weights,
         reproduced,
         implied_fraction,
         smallest_fraction,

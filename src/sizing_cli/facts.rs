@@ -44,6 +44,9 @@ pub struct Observed {
     pub post_capture_tokens: Option<i64>,
     /// A fatal sizing line: (event, the line).
     pub failure: Option<(String, String)>,
+    /// The weights loaded and nothing after them says a pool was built or sizing failed: a
+    /// startup that stopped in KV sizing, or a log cut there.
+    pub stopped_after_weights: bool,
 }
 
 /// What a stream of engine lines says.
@@ -80,6 +83,19 @@ impl LogFacts {
             facts.observe_line(line);
         }
         Ok(facts)
+    }
+
+    /// What the engine reported about its pool, with [`Observed::stopped_after_weights`] set.
+    pub fn observed(&self) -> Observed {
+        let o = &self.observed;
+        let mut out = o.clone();
+        out.stopped_after_weights = self.ranks.iter().any(|r| r.load_end_avail.is_some())
+            && self.ranks.iter().all(|r| r.pool_end_avail.is_none())
+            && o.tokens.is_none()
+            && o.profiled.is_none()
+            && o.failure.is_none()
+            && o.post_capture_tokens.is_none();
+        out
     }
 
     /// The engine that printed most recognised lines.
@@ -365,6 +381,8 @@ impl RunFacts {
                             settings.push(recorded(a, &pid));
                         }
                     }
+                    // The tap records the engine's fatal sizing lines as warnings.
+                    Some(Kind::Warning) if e.api == Api::None as u16 => lines.observe_line(&e.text),
                     Some(Kind::Stage) => {
                         if let Some((_, line)) = e.text.split_once('\n') {
                             lines.observe_line(line);

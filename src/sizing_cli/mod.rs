@@ -22,6 +22,7 @@ pub mod detect;
 pub mod explain;
 pub mod facts;
 pub mod inputs;
+pub mod layouts;
 mod model;
 mod report;
 pub mod server_args;
@@ -345,28 +346,6 @@ fn find_model(
     Ok(None)
 }
 
-fn layout_of(args: &SizeArgs, facts: Option<&LogFacts>) -> Result<Sourced<Layout>, String> {
-    if let Some(v) = &args.sglang_version {
-        let l = Layout::for_version_or_oldest(v).ok_or_else(|| {
-            format!("--sglang-version {v} is not a version number (e.g. 0.5.5, v0.4.6.post5)")
-        })?;
-        let detail = if Layout::for_version(v).is_some() {
-            format!("--sglang-version {v}: nearest read release at or below it")
-        } else {
-            format!("--sglang-version {v} is older than every read release: the oldest layout")
-        };
-        return Ok(Sourced::new(l, Origin::Given, detail));
-    }
-    if let Some((l, why)) = facts.and_then(|f| f.hints.conclude()) {
-        return Ok(Sourced::new(l, Origin::Derived, why));
-    }
-    Ok(Sourced::new(
-        Layout::V0_5_23,
-        Origin::Default,
-        "no version given and no line format decides: the newest read layout",
-    ))
-}
-
 /// Gathers the inputs and computes the report.
 pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     check_flags(args)?;
@@ -459,17 +438,6 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     let recorded_model = run.as_ref().and_then(|r| r.model_path.clone());
     let model = find_model(args, recorded_model, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
-    let layout = layout_of(args, facts)?;
-    if settings.platform == Platform::Npu
-        && layout.value >= Layout::V0_5_12
-        && settings.page_size.origin == Origin::Default
-    {
-        settings.page_size = Sourced::new(
-            128,
-            Origin::Default,
-            "SGLang's NPU default (set_default_server_args)",
-        );
-    }
     let measured = match (&run, &log, args.pre_gib.zip(args.available_gib)) {
         (_, _, Some((pre, avail))) => Some(Measured::from_flags(pre, avail)),
         (Some(r), _, None) => Some(Measured::from_run(r)),
@@ -477,6 +445,8 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
         (None, None, None) => None,
     };
     let Some(measured) = measured else {
+        let layout = layouts::first(args, facts)?;
+        npu_page_default(&mut settings, layout.value);
         let gpu = settings.gpu_mem_mib.clone().ok_or(
             "nothing measured: give --pre-gib and --available-gib, a RUN or --log to compute \
              tokens, or --gpu-mem-mib to see the defaults SGLang would derive for that GPU",
@@ -497,23 +467,59 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     let model = model.ok_or(
         "--model-config is needed: the KV bytes per token come from the model's config.json",
     )?;
-    let mut observed = facts.map(|f| f.observed.clone()).unwrap_or_default();
+    let mut observed = facts.map(LogFacts::observed).unwrap_or_default();
     if let (Some(l), Some(r)) = (&log, &run) {
         // The run's own lines first; the log fills what they lack.
-        observed = r.lines.observed.clone();
+        observed = r.lines.observed();
         let o = &l.observed;
         observed.tokens = observed.tokens.or(o.tokens.clone());
         observed.profiled = observed.profiled.or(o.profiled.clone());
         observed.failure = observed.failure.or(o.failure.clone());
         observed.post_capture_tokens = observed.post_capture_tokens.or(o.post_capture_tokens);
+        observed.stopped_after_weights = (observed.stopped_after_weights
+            || l.observed().stopped_after_weights)
+            && observed.tokens.is_none()
+            && observed.profiled.is_none()
+            && observed.failure.is_none()
+            && observed.post_capture_tokens.is_none();
     }
-    let report = explain::compute(explain::Plan {
-        layout,
-        model,
-        settings,
-        measured,
-        observed,
-        args,
-    })?;
-    Ok(SizeReport::Sglang(Box::new(report)))
+    // Each layout the input allows (one when --sglang-version names it), then the choice.
+    let mut reports = Vec::new();
+    let mut first_error = None;
+    for layout in layouts::to_try(args, facts)? {
+        let mut s = settings.clone();
+        npu_page_default(&mut s, layout.value);
+        let plan = explain::Plan {
+            layout,
+            model: model.clone(),
+            settings: s,
+            measured: measured.clone(),
+            observed: observed.clone(),
+            args,
+        };
+        match explain::compute(plan) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if reports.is_empty() {
+        return Err(first_error.unwrap_or_else(|| "no SGLang layout to size with".into()));
+    }
+    Ok(SizeReport::Sglang(Box::new(layouts::choose(reports))))
+}
+
+/// SGLang 0.5.12+ on an NPU pages the KV cache by 128 tokens unless told otherwise.
+fn npu_page_default(settings: &mut Settings, layout: Layout) {
+    if settings.platform == Platform::Npu
+        && layout >= Layout::V0_5_12
+        && settings.page_size.origin == Origin::Default
+    {
+        settings.page_size = Sourced::new(
+            128,
+            Origin::Default,
+            "SGLang's NPU default (set_default_server_args)",
+        );
+    }
 }

@@ -118,6 +118,10 @@ pub struct Runtime {
 #[derive(Debug, Clone)]
 pub struct SglangReport {
     pub layout: Sourced<Layout>,
+    /// Every layout the line formats allowed and its answer, when there was more than one.
+    pub layout_candidates: Vec<super::layouts::Candidate>,
+    /// Those layouts size differently (the report says so, and which it kept).
+    pub layout_ambiguous: bool,
     pub model: ModelSource,
     pub settings: Settings,
     pub measured: Measured,
@@ -138,6 +142,8 @@ pub struct SglangReport {
     pub observed_profiled: Option<(i64, String)>,
     pub observed_failure: Option<(String, String)>,
     pub observed_post_capture_tokens: Option<i64>,
+    /// Nothing after the weights says a pool was built or sizing failed.
+    pub observed_stopped_after_weights: bool,
     pub reproduced: Option<bool>,
     pub implied_fraction: Option<(f64, f64)>,
     pub smallest_fraction: Option<f64>,
