@@ -385,7 +385,9 @@ fn in_bounds(v: &Value, obs: i64) -> bool {
 
 #[test]
 fn real_sglang_logs_within_the_printed_tolerance() {
-    let Some(l) = shared_logs_or_skip() else { return };
+    let Some(l) = shared_logs_or_skip() else {
+        return;
+    };
     let c = l.join("configs");
     // QwQ-32B, 4× L4, 0.4.3: layout L1 from the line formats alone; logged 0.85 = L1's table
     // for a < 25000 MiB GPU at tp 4. rest = 6.09 − 21.63 × 0.15 = 2.8455 GiB → 46620 ± 94;
@@ -492,7 +494,9 @@ fn real_sglang_logs_within_the_printed_tolerance() {
 
 #[test]
 fn real_sglang_logs_failures_and_gaps_explained() {
-    let Some(l) = shared_logs_or_skip() else { return };
+    let Some(l) = shared_logs_or_skip() else {
+        return;
+    };
     let c = l.join("configs");
     // Gemma-3-27B AWQ on an RTX 4090, ~0.4.4 (L1): the 0.4.x runner lowers 0.88 to 0.792 for a
     // multimodal model; rest = 3.64 − 22.46 × 0.208 = −1.03 GiB → "Not enough memory".
@@ -605,7 +609,9 @@ fn real_sglang_logs_failures_and_gaps_explained() {
 
 #[test]
 fn real_vllm_logs() {
-    let Some(l) = shared_logs_or_skip() else { return };
+    let Some(l) = shared_logs_or_skip() else {
+        return;
+    };
     let c = l.join("configs");
     // T4, V0: 14.56 × 0.5 − (2.89 + 0.01 + 2.02) = 2.36 GiB; block 458752 B; blocks within
     // [5482, 5564], logged 5517; CPU blocks 4 GiB // 458752 = 9362 exactly.
@@ -1284,8 +1290,14 @@ fn ambiguous_layouts_never_contradict_what_the_log_reports() {
     let each: Vec<i64> = ["0.4.6", "0.5.5"]
         .iter()
         .map(|v| {
-            let (rc, j) =
-                size_json(&["--log", s(&log), "--model-config", s(&config), "--sglang-version", v]);
+            let (rc, j) = size_json(&[
+                "--log",
+                s(&log),
+                "--model-config",
+                s(&config),
+                "--sglang-version",
+                v,
+            ]);
             assert_eq!(rc, 0);
             j["tokens"].as_i64().unwrap()
         })
@@ -1315,11 +1327,24 @@ fn ambiguous_layouts_never_contradict_what_the_log_reports() {
     let (rc, text, _) = size(&["--log", s(&log), "--model-config", s(&config)]);
     assert_eq!(rc, 0);
     assert!(text.contains("LAYOUT AMBIGUOUS"), "{text}");
-    assert!(text.contains(&format!("L1 (0.4.6.post5): {} tokens", each[0])), "{text}");
-    assert!(text.contains(&format!("L2 (0.5.5): {} tokens [kept]", each[1])), "{text}");
+    assert!(
+        text.contains(&format!("L1 (0.4.6.post5): {} tokens", each[0])),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("L2 (0.5.5): {} tokens [kept]", each[1])),
+        "{text}"
+    );
     assert!(text.contains("--sglang-version settles it"), "{text}");
     // A version settles it: one layout, nothing ambiguous.
-    let (_, v) = size_json(&["--log", s(&log), "--model-config", s(&config), "--sglang-version", "0.4.9"]);
+    let (_, v) = size_json(&[
+        "--log",
+        s(&log),
+        "--model-config",
+        s(&config),
+        "--sglang-version",
+        "0.4.9",
+    ]);
     assert_eq!(v["layout"]["ambiguous"], false);
     assert!(v["layout"]["candidates"].is_null());
 }
@@ -1329,10 +1354,19 @@ fn the_failed_gemma_startup_is_not_called_a_fit() {
     // SGLang issue 4895: Gemma-3-27B AWQ on a 4090, "Not enough memory". Its log ends after the
     // weights. 0.4.6's sizing fails there (the runner's 0.792 leaves a negative rest), 0.5.5's
     // would fit 2399 tokens; the lines allow both, so the failing one is kept, with both shown.
-    let Some(l) = shared_logs_or_skip() else { return };
+    let Some(l) = shared_logs_or_skip() else {
+        return;
+    };
     let log = l.join("sglang-gemma-3-27b-it-int4-awq-rtx4090-tp1-issue4895.log");
     let config = l.join("configs/google__gemma-3-27b-it.json");
-    let (rc, v) = size_json(&["--log", s(&log), "--model-config", s(&config), "--gpu-mem-mib", "24564"]);
+    let (rc, v) = size_json(&[
+        "--log",
+        s(&log),
+        "--model-config",
+        s(&config),
+        "--gpu-mem-mib",
+        "24564",
+    ]);
     assert_eq!(rc, 1, "{v:#}");
     assert_eq!(v["layout"]["label"], "L1");
     assert_eq!(v["layout"]["ambiguous"], true);
@@ -1343,5 +1377,70 @@ fn the_failed_gemma_startup_is_not_called_a_fit() {
     assert_eq!(l2["chosen"], false);
     let (rc, text, _) = size(&["--log", s(&log), "--model-config", s(&config)]);
     assert_eq!(rc, 1);
-    assert!(text.contains("LAYOUT AMBIGUOUS") && text.contains("DOES NOT FIT"), "{text}");
+    assert!(
+        text.contains("LAYOUT AMBIGUOUS") && text.contains("DOES NOT FIT"),
+        "{text}"
+    );
+}
+
+#[test]
+fn post_capture_what_ifs_only_where_they_mean_something() {
+    // Llama-3.1-8B on a 24 GB GPU: 22.40 GiB before the weights, 7.37 after, 1.46 after the
+    // pool, 0.83 after the graph captures.
+    let config = tmp("llama-8b-config.json");
+    std::fs::write(
+        &config,
+        r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
+            "num_hidden_layers": 32, "num_key_value_heads": 8, "torch_dtype": "bfloat16",
+            "max_position_embeddings": 131072}"#,
+    )
+    .unwrap();
+    let lines = "[2025-01-23 19:34:55] server_args=ServerArgs(model_path='/m/llama', mem_fraction_static=0.88, tp_size=1, page_size=1, context_length=8192)\n\
+                 [2025-01-23 19:35:00 TP0] Load weight begin. avail mem=22.40 GB\n\
+                 [2025-01-23 19:35:10 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=7.37 GB, mem usage=15.03 GB.\n\
+                 [2025-01-23 19:35:10 TP0] Memory pool end. avail mem=1.46 GB\n\
+                 [2025-01-23 19:35:20 TP0] Capture cuda graph end. Time elapsed: 18.07 s. avail mem=0.83 GB\n";
+    // A 0.4.x summary (no available_gpu_mem): not emulated, and the note says why.
+    let old = tmp("post-capture-0.4.log");
+    std::fs::write(&old, format!("{lines}[2025-01-23 19:35:27 TP0] max_total_num_tokens=38354, max_prefill_tokens=16384, max_running_requests=2049, context_len=8192\n")).unwrap();
+    let (rc, v) = size_json(&[
+        "--log",
+        s(&old),
+        "--model-config",
+        s(&config),
+        "--gpu-mem-mib",
+        "24564",
+    ]);
+    assert_eq!(rc, 0, "{v:#}");
+    assert_eq!(v["layout"]["label"], "L1");
+    assert_eq!(v["what_if"]["post_capture"], serde_json::json!([]));
+    assert!(v["notes"].as_array().unwrap().iter().any(|n| n
+        .as_str()
+        .unwrap()
+        .contains("not emulated for a 0.4.x layout")));
+    // 0.5.5: emulated, but 0.5.23 keeps more headroom than the free memory after capture:
+    // said as "no room", not as a 2-token pool with 1 request.
+    let newer = tmp("post-capture-0.5.log");
+    std::fs::write(&newer, format!("{lines}[2025-01-23 19:35:27 TP0] max_total_num_tokens=38354, chunked_prefill_size=2048, max_prefill_tokens=16384, max_running_requests=2048, context_len=8192, available_gpu_mem=0.83 GB\n")).unwrap();
+    let args = [
+        "--log",
+        s(&newer),
+        "--model-config",
+        s(&config),
+        "--gpu-mem-mib",
+        "24564",
+        "--sglang-version",
+        "0.5.5",
+    ];
+    let (rc, v) = size_json(&args);
+    assert_eq!(rc, 0, "{v:#}");
+    let pc = v["what_if"]["post_capture"].as_array().unwrap();
+    assert!(!pc.is_empty());
+    for p in pc {
+        assert_eq!(p["no_room"], true);
+        assert!(p["headroom_bytes"].as_i64() >= p["free_after_capture_bytes"].as_i64());
+    }
+    let (_, text, _) = size(&args);
+    assert!(text.contains("no room: free after capture"), "{text}");
+    assert!(!text.contains("max_running_requests 1\n"), "{text}");
 }

@@ -163,6 +163,7 @@ fn post_capture(p: &PostCaptureEmulation) -> Value {
         "tokens": p.tokens,
         "token_change": p.token_change,
         "max_running_requests": p.max_running_requests,
+        "no_room": p.no_room,
     })
 }
 

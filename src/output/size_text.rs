@@ -19,6 +19,21 @@ fn src<T: std::fmt::Display>(s: &Sourced<T>) -> String {
     format!("{} ({}: {})", s.value, s.origin.name(), s.detail)
 }
 
+/// `[lo, hi)` with enough decimals to show its width (at least 6), the low end rounded down
+/// and the high end up, so the printed interval always holds the exact one.
+fn half_open(lo: f64, hi: f64) -> String {
+    let width = (hi - lo).abs();
+    let digits = if width > 0.0 && width.is_finite() {
+        ((-width.log10()).ceil() as i64 + 1).clamp(6, 15) as usize
+    } else {
+        15
+    };
+    let scale = 10f64.powi(digits as i32);
+    let down = (lo * scale).floor() / scale;
+    let up = (hi * scale).ceil() / scale;
+    format!("[{down:.digits$}, {up:.digits$})")
+}
+
 fn signed(n: i64) -> String {
     if n >= 0 {
         format!("+{n}")
@@ -183,8 +198,9 @@ fn sglang(out: &mut String, r: &SglangReport) {
     if let Some((lo, hi)) = r.implied_fraction {
         let _ = writeln!(
             out,
-            "    with these free-memory figures the observed count implies an effective {}fraction in [{lo:.6}, {hi:.6})",
-            if r.runner_fraction != r.mem_fraction_static.value { "runner " } else { "" }
+            "    with these free-memory figures the observed count implies an effective {}fraction in {}",
+            if r.runner_fraction != r.mem_fraction_static.value { "runner " } else { "" },
+            half_open(lo, hi)
         );
     }
     if let Some(e) = &res.error {
@@ -304,6 +320,21 @@ fn sglang(out: &mut String, r: &SglangReport) {
         }
     }
     for p in &r.post_capture {
+        if p.no_room {
+            let _ = writeln!(
+                out,
+                "  post-capture sizing ({} rules{}), f {} ({}): no room: free after capture {} is not above the headroom {} it keeps, so only the {} B already backed would remain ({} tokens): no pool to serve with",
+                p.layout.release(),
+                if p.exact { "" } else { ", printed values" },
+                p.mem_fraction_static.value,
+                p.mem_fraction_static.detail,
+                gib(p.free_after_capture_bytes),
+                gib(p.headroom_bytes),
+                p.backed_bytes,
+                p.tokens,
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
             "  post-capture sizing ({} rules{}), f {} ({}): free after capture {} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}",
@@ -468,4 +499,21 @@ pub fn render(report: &SizeReport) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::half_open;
+
+    #[test]
+    fn a_narrow_interval_is_never_printed_empty() {
+        // Exact bytes: one token of 16 KiB out of 138 GiB is 1.1e-7 of the fraction.
+        assert_eq!(
+            half_open(0.904_999_98, 0.905_000_09),
+            "[0.90499998, 0.90500009)"
+        );
+        assert_eq!(half_open(0.8785, 0.8791), "[0.878500, 0.879100)");
+        let s = half_open(0.905, 0.905);
+        assert!(s.starts_with("[0.905000000000000"), "{s}");
+    }
 }

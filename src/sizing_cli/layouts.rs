@@ -114,7 +114,11 @@ pub fn choose(mut reports: Vec<SglangReport>) -> SglangReport {
     let pick = all
         .iter()
         .position(|c| c.reproduced == Some(true))
-        .or_else(|| stopped.then(|| all.iter().position(|c| c.error.is_some())).flatten())
+        .or_else(|| {
+            stopped
+                .then(|| all.iter().position(|c| c.error.is_some()))
+                .flatten()
+        })
         .unwrap_or(0);
     all[pick].chosen = true;
     let names: Vec<String> = all.iter().rev().map(|c| c.layout.to_string()).collect();

@@ -82,6 +82,9 @@ pub struct PostCaptureEmulation {
     pub tokens: i64,
     pub token_change: i64,
     pub max_running_requests: i64,
+    /// The headroom is at least the free memory after capture: the budget is only the pages
+    /// already backed, no pool to serve with.
+    pub no_room: bool,
 }
 
 /// Post-capture KV sizing computed directly (`--free-after-capture-gib`): SGLang's

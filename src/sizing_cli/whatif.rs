@@ -302,6 +302,14 @@ pub fn post_capture(
         notes.push("post-capture KV sizing does not apply to MLA models".into());
         return Vec::new();
     }
+    if sc.layout == Layout::V0_4_6 {
+        notes.push(
+            "post-capture KV sizing (SGLang 0.5.18+) is not emulated for a 0.4.x layout: its \
+             graph captures, activations and defaults do not carry over to 0.5.23's rules"
+                .into(),
+        );
+        return Vec::new();
+    }
     let layout = sc.layout.max(Layout::V0_5_18);
     let layout = if layout == sc.layout {
         layout
@@ -395,6 +403,7 @@ pub fn post_capture(
             tokens: r.tokens,
             token_change: r.tokens - base.result.tokens,
             max_running_requests: r.max_running_requests,
+            no_room: r.budget_bytes <= backed as i64,
         });
     }
     if !out.is_empty() && layout != sc.layout {
