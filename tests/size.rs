@@ -1444,3 +1444,45 @@ fn post_capture_what_ifs_only_where_they_mean_something() {
     assert!(text.contains("no room: free after capture"), "{text}");
     assert!(!text.contains("max_running_requests 1\n"), "{text}");
 }
+
+#[test]
+fn readme_sizing_examples_run_as_written() {
+    // Every `vramledger size` line of README.md's sizing block, from the repository root.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = &readme[readme.find("## KV-cache sizing").expect("the sizing section")..];
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh block");
+    let mut ran = 0;
+    for line in block.lines() {
+        let Some(rest) = line.strip_prefix("vramledger size ") else {
+            continue;
+        };
+        let command = rest.split(" # ").next().unwrap().trim();
+        let args: Vec<&str> = command.split_whitespace().collect();
+        let out = Command::new(cli())
+            .arg("size")
+            .args(&args)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "README: vramledger size {command}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if args.contains(&"--json") {
+            let v: Value = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(v["reproduced"], true, "README: {command}");
+        } else if !args.contains(&"--pre-gib") {
+            assert!(stdout.contains("): reproduced"), "README: {command}\n{stdout}");
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 5, "the README's sizing examples");
+}
