@@ -320,38 +320,19 @@ fn sglang(out: &mut String, r: &SglangReport) {
         }
     }
     for p in &r.post_capture {
-        if p.no_room {
-            let _ = writeln!(
-                out,
-                "  post-capture sizing ({} rules{}), f {} ({}): no room: free after capture {} is not above the headroom {} it keeps, so only the {} B already backed would remain ({} tokens): no pool to serve with",
-                p.layout.release(),
-                if p.exact { "" } else { ", printed values" },
-                p.mem_fraction_static.value,
-                p.mem_fraction_static.detail,
-                gib(p.free_after_capture_bytes),
-                gib(p.headroom_bytes),
-                p.backed_bytes,
-                p.tokens,
-            );
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}",
+        let head = format!(
+            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {}",
             p.layout.release(),
             if p.exact { "" } else { ", printed values" },
             p.mem_fraction_static.value,
             p.mem_fraction_static.detail,
             gib(p.free_after_capture_bytes),
-            gib(p.headroom_bytes),
-            p.backed_bytes,
-            gib(p.budget_bytes),
-            p.budget_tokens,
-            p.tokens,
-            signed(p.token_change),
-            p.pre_capture_tokens,
-            p.max_running_requests
         );
+        let _ = if p.no_room {
+            writeln!(out, "{head} is not above the headroom {} it keeps: no room, only the {} B already backed would remain ({} tokens), no pool to serve with", gib(p.headroom_bytes), p.backed_bytes, p.tokens)
+        } else {
+            writeln!(out, "{head} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}", gib(p.headroom_bytes), p.backed_bytes, gib(p.budget_bytes), p.budget_tokens, p.tokens, signed(p.token_change), p.pre_capture_tokens, p.max_running_requests)
+        };
     }
     for w in &r.what_ifs {
         let mut line = format!("  {} (f {}):", w.change, w.mem_fraction_static);
@@ -499,21 +480,4 @@ pub fn render(report: &SizeReport) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::half_open;
-
-    #[test]
-    fn a_narrow_interval_is_never_printed_empty() {
-        // Exact bytes: one token of 16 KiB out of 138 GiB is 1.1e-7 of the fraction.
-        assert_eq!(
-            half_open(0.904_999_98, 0.905_000_09),
-            "[0.90499998, 0.90500009)"
-        );
-        assert_eq!(half_open(0.8785, 0.8791), "[0.878500, 0.879100)");
-        let s = half_open(0.905, 0.905);
-        assert!(s.starts_with("[0.905000000000000"), "{s}");
-    }
 }

@@ -3,21 +3,29 @@
 //!
 //! # Brief overview
 //!
-//! - [`facts`]: what engine lines (a log, or a run's recorded lines) and journals say;
+//! - [`facts`]: what engine lines (a log, or a run's recorded lines and settings records) and
+//!   journals say; `after_pool`: the run-time memory after the pool, from the books;
 //! - [`inputs`]: the numbers and settings, each with its source (flag, log, run, rule):
 //!   exact free bytes from a run's journals, printed GiB from a log, the `server_args` line;
 //! - [`server_args`]: SGLang's logged `ServerArgs(...)` repr and launch flags;
-//! - [`detect`]: the SGLang layout from a log's line formats;
+//! - `model`: the model's `config.json` (given, in the logged model folder, the HF cache, the
+//!   run folder);
+//! - [`detect`]: the SGLang layouts a log's line formats allow; [`layouts`]: which one sizes
+//!   (never one that contradicts what the log reports; ambiguity said);
 //! - [`explain`]: SGLang's sizing on those inputs (`vramledger_engines::sizing` does the
-//!   arithmetic), the reproduction check, the breakdown and the run-time need after the pool;
+//!   arithmetic; `cell` the bytes per token), the reproduction check, the breakdown and the
+//!   run-time need after the pool;
 //! - [`whatif`]: another fraction, page size, KV dtype, context length, GPU or TP size; the
-//!   recommended `mem_fraction_static`; post-capture sizing emulated on the measurements;
+//!   recommended `mem_fraction_static`; `capture`: post-capture sizing emulated;
 //! - [`vllm`]: vLLM's `gpu_memory_utilization` budget from a vLLM log;
 //! - `report`: the answer as plain data ([`SizeReport`]).
 //!
 //! Outputs live in `crate::output::{size_text, size_json}`. Exit codes: 0 the KV pool fits,
 //! 1 the configuration cannot fit (the report is still printed), 2 bad input.
 
+mod after_pool;
+mod capture;
+mod cell;
 pub mod detect;
 pub mod explain;
 pub mod facts;
@@ -30,11 +38,10 @@ pub mod vllm;
 pub mod whatif;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use vramledger_engines::log::Engine;
 use vramledger_engines::sizing::defaults::Platform;
-use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::Layout;
 
 use crate::output::{size_json, size_text};
@@ -292,60 +299,6 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let geometry =
-        ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(ModelSource {
-        geometry,
-        path: path.display().to_string(),
-        origin,
-        detail,
-    })
-}
-
-/// `--model-config`; else the `config.json` of the model folder the engine logged (the path
-/// the run recorded, else the `model_path` setting; a hub id is looked up in the Hugging Face
-/// cache); else a `config.json` in the run folder. A candidate that is there but unreadable is
-/// skipped with a warning.
-fn find_model(
-    args: &SizeArgs,
-    recorded: Option<(String, String)>,
-    model_path: Option<&str>,
-) -> Result<Option<ModelSource>, String> {
-    if let Some(p) = &args.model_config {
-        return read_model(p, Origin::Given, "--model-config".into()).map(Some);
-    }
-    let mut candidates: Vec<(PathBuf, Origin, String)> = Vec::new();
-    let logged = recorded
-        .into_iter()
-        .chain(model_path.map(|m| (m.to_string(), "the logged model_path setting".to_string())));
-    for (m, whose) in logged {
-        for c in model::config_candidates(&m) {
-            let how = format!("config.json of the logged model folder {m} ({whose})");
-            candidates.push((c, Origin::Derived, how));
-        }
-    }
-    if let Some(run) = args.run.as_ref().filter(|r| r.is_dir()) {
-        candidates.push((
-            run.join("config.json"),
-            Origin::Derived,
-            "config.json in the run folder".to_string(),
-        ));
-    }
-    for (c, origin, detail) in candidates {
-        if !c.is_file() {
-            continue;
-        }
-        match read_model(&c, origin, detail) {
-            Ok(m) => return Ok(Some(m)),
-            Err(e) => eprintln!("vramledger size: warning: {e}; not used"),
-        }
-    }
-    Ok(None)
-}
-
 /// Gathers the inputs and computes the report.
 pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     check_flags(args)?;
@@ -393,7 +346,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
             );
         }
         let l = log.as_ref().expect("vllm_log");
-        let model = find_model(args, None, None)?.ok_or(
+        let model = model::find_model(args, None, None)?.ok_or(
             "--model-config is needed: the KV bytes per token come from the model's config.json",
         )?;
         let ask = vllm::VllmAsk {
@@ -436,7 +389,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     }
     let mut settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
     let recorded_model = run.as_ref().and_then(|r| r.model_path.clone());
-    let model = find_model(args, recorded_model, settings.model_path.as_deref())?;
+    let model = model::find_model(args, recorded_model, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
     let measured = match (&run, &log, args.pre_gib.zip(args.available_gib)) {
         (_, _, Some((pre, avail))) => Some(Measured::from_flags(pre, avail)),

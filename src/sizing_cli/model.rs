@@ -1,9 +1,70 @@
-//! Where the `config.json` of a logged model path may be: the folder itself, or, for a hub id
-//! (`org/name`), its snapshot in the Hugging Face cache (`HF_HUB_CACHE`, `HF_HOME/hub`,
-//! `XDG_CACHE_HOME/huggingface/hub`, `~/.cache/huggingface/hub`; the `refs/main` snapshot
-//! first, then the others, newest first).
+//! The model's `config.json`: `--model-config`, else the one in the model folder the engine
+//! logged — the folder itself, or, for a hub id (`org/name`), its snapshot in the Hugging Face
+//! cache (`HF_HUB_CACHE`, `HF_HOME/hub`, `XDG_CACHE_HOME/huggingface/hub`,
+//! `~/.cache/huggingface/hub`; the `refs/main` snapshot first, then the others, newest first) —
+//! else one in the run folder.
 
 use std::path::{Path, PathBuf};
+
+use vramledger_engines::sizing::model::ModelGeometry;
+
+use super::inputs::Origin;
+use super::{ModelSource, SizeArgs};
+
+fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let geometry =
+        ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(ModelSource {
+        geometry,
+        path: path.display().to_string(),
+        origin,
+        detail,
+    })
+}
+
+/// `--model-config`; else the `config.json` of the model folder the engine logged (the path
+/// the run recorded, else the `model_path` setting; a hub id is looked up in the Hugging Face
+/// cache); else a `config.json` in the run folder. A candidate that is there but unreadable is
+/// skipped with a warning.
+pub fn find_model(
+    args: &SizeArgs,
+    recorded: Option<(String, String)>,
+    model_path: Option<&str>,
+) -> Result<Option<ModelSource>, String> {
+    if let Some(p) = &args.model_config {
+        return read_model(p, Origin::Given, "--model-config".into()).map(Some);
+    }
+    let mut candidates: Vec<(PathBuf, Origin, String)> = Vec::new();
+    let logged = recorded
+        .into_iter()
+        .chain(model_path.map(|m| (m.to_string(), "the logged model_path setting".to_string())));
+    for (m, whose) in logged {
+        for c in config_candidates(&m) {
+            let how = format!("config.json of the logged model folder {m} ({whose})");
+            candidates.push((c, Origin::Derived, how));
+        }
+    }
+    if let Some(run) = args.run.as_ref().filter(|r| r.is_dir()) {
+        candidates.push((
+            run.join("config.json"),
+            Origin::Derived,
+            "config.json in the run folder".to_string(),
+        ));
+    }
+    for (c, origin, detail) in candidates {
+        if !c.is_file() {
+            continue;
+        }
+        match read_model(&c, origin, detail) {
+            Ok(m) => return Ok(Some(m)),
+            Err(e) => eprintln!("vramledger size: warning: {e}; not used"),
+        }
+    }
+    Ok(None)
+}
+
 
 /// Candidate `config.json` paths for `model` (in the order to try; none need exist).
 pub fn config_candidates(model: &str) -> Vec<PathBuf> {
