@@ -1124,8 +1124,19 @@ fn the_recorded_line_outranks_the_command_line_and_flags_outrank_both() {
     let files = vramledger::journal::find(&run).unwrap();
     assert_eq!(files.len(), 1);
     let bytes = std::fs::read(&files[0]).unwrap();
-    let cmd = "python3\0-m\0sglang.launch_server\0--model-path\0/nowhere\0--mem-fraction-static\00.5\0--page-size\016";
-    std::fs::write(&files[0], with_cmdline(&bytes, 77, cmd)).unwrap();
+    let cmd = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/nowhere",
+        "--mem-fraction-static",
+        "0.5",
+        "--page-size",
+        "16",
+    ]
+    .join("\0");
+    std::fs::write(&files[0], with_cmdline(&bytes, 77, &cmd)).unwrap();
     let (rc, v) = size_json(&[s(&run)]);
     assert_eq!(rc, 0, "{v:#}");
     // server_args printed mem_fraction_static and page_size: they win over the command line.

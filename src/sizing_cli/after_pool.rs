@@ -72,4 +72,3 @@ pub fn after_pool(label: &str, stages: &[StageRow]) -> Option<(AfterPool, Option
         capture_end,
     ))
 }
-

@@ -169,4 +169,3 @@ pub fn cell_only(
     let kv = kv_dtype(layout, &settings.kv_cache_dtype.value, model)?;
     cell_of(model, settings, layout, settings.tp.value, kv).map(|c| c.0)
 }
-

@@ -17,8 +17,8 @@ use vramledger_engines::sizing::tokens::{
 };
 use vramledger_engines::sizing::Layout;
 
-pub use super::cell::{cell_only, kv_dtype};
 use super::cell::{attn_tp, cell_of};
+pub use super::cell::{cell_only, kv_dtype};
 use super::inputs::{Measured, Observed, Origin, Settings, Sourced};
 use super::{capture, whatif, DefaultsReport, ModelSource, Runtime, SglangReport, SizeArgs};
 

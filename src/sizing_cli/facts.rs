@@ -13,8 +13,8 @@ use vramledger_engines::log::settings::{Assembler, SettingsKind};
 use vramledger_engines::log::{classify_each, event as ev, stage, Engine, RankTag};
 use vramledger_format::{Api, Kind};
 
-pub use super::after_pool::{AfterPool, StageNeed};
 use super::after_pool::after_pool;
+pub use super::after_pool::{AfterPool, StageNeed};
 use super::detect::Hints;
 use super::server_args::{self, ServerArgs};
 use super::vllm::{self as vllm_facts, Attempt, EngineConfig};

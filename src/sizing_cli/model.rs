@@ -65,7 +65,6 @@ pub fn find_model(
     Ok(None)
 }
 
-
 /// Candidate `config.json` paths for `model` (in the order to try; none need exist).
 pub fn config_candidates(model: &str) -> Vec<PathBuf> {
     let mut out = vec![Path::new(model).join("config.json")];
@@ -127,7 +126,7 @@ fn snapshot_configs(repo: &Path) -> Vec<PathBuf> {
             Some((t, e.path().join("config.json")))
         })
         .collect();
-    snaps.sort_by(|a, b| b.0.cmp(&a.0));
+    snaps.sort_by_key(|s| std::cmp::Reverse(s.0));
     for (_, p) in snaps {
         if !out.contains(&p) {
             out.push(p);

@@ -264,4 +264,3 @@ pub fn recommend(
 fn gib(b: i64) -> String {
     format!("{:.3} GiB", b as f64 / GIB)
 }
-
