@@ -1054,12 +1054,21 @@ fn record_sglang_startup(dir: &Path, mfs: &str, chunk: &str) -> (PathBuf, i64) {
     let c = support::clients();
     let mut cmd = support::command(
         &sglang_startup_client(),
-        &["models/tiny-llama", mfs, "1536", chunk],
+        // The flags after the four the program reads are for the header's command line.
+        &[
+            "models/tiny-llama",
+            mfs,
+            "1536",
+            chunk,
+            "--api-key",
+            "SECRET-ARG",
+        ],
         &c.driver_dir,
         &[
             ("LD_PRELOAD", s(&shim)),
             ("VRAMLEDGER_OUT", s(&run)),
             ("FAKECUDA_MEM_BYTES", "25769803776"),
+            ("VLLM_API_KEY", "SECRET-ENV"),
         ],
     );
     cmd.current_dir(dir);
@@ -1108,8 +1117,15 @@ fn a_run_with_its_recorded_server_args_needs_no_flag() {
             .flat_map(|f| std::fs::read(f).unwrap())
             .collect();
         let text = String::from_utf8_lossy(&all);
-        assert!(!text.contains("SECRET"), "the api_key reached the journal");
+        assert!(!text.contains("SECRET"), "a secret reached the journal");
         assert!(text.contains("api_key='<redacted>'"));
+        let j = vramledger::journal::read(&files[0]).unwrap();
+        assert!(j
+            .header
+            .get("cmdline")
+            .unwrap()
+            .ends_with("--api-key\0<redacted>"));
+        assert_eq!(j.header.get("env.VLLM_API_KEY"), Some("<redacted>"));
         // Text output names the source of each input.
         let (rc, out, _) = size(&[s(&run)]);
         assert_eq!(rc, 0);

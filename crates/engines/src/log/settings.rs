@@ -278,6 +278,45 @@ fn redact_shapes(s: &str) -> String {
     out
 }
 
+/// A command line (arguments separated by NUL, as `/proc/self/cmdline` holds it) with the value
+/// of every secret-named flag (`--api-key X`, `--hf-token=X`, …) and every token-shaped argument
+/// replaced by [`REDACTED`].
+pub fn redact_cmdline(cmdline: &str) -> String {
+    let args: Vec<&str> = cmdline.split('\0').collect();
+    let mut out: Vec<String> = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for a in args {
+        if hide_next && !a.starts_with("--") {
+            out.push(REDACTED.to_string());
+            hide_next = false;
+            continue;
+        }
+        hide_next = false;
+        let flag = a.strip_prefix("--").or_else(|| a.strip_prefix('-'));
+        match flag.map(|f| f.split_once('=')) {
+            Some(Some((name, v))) if is_secret_key(name) && !v.is_empty() => {
+                out.push(format!("{}={REDACTED}", &a[..a.len() - v.len() - 1]));
+            }
+            Some(None) if is_secret_key(flag.unwrap_or("")) => {
+                hide_next = true;
+                out.push(a.to_string());
+            }
+            _ => out.push(redact_shapes(a)),
+        }
+    }
+    out.join("\0")
+}
+
+/// The value of environment variable `key` as a journal may keep it: [`REDACTED`] when the
+/// name says it holds a secret (`VLLM_API_KEY`, `HF_TOKEN`), else with token shapes redacted.
+pub fn redact_env(key: &str, value: &str) -> String {
+    if is_secret_key(key) && !value.is_empty() {
+        REDACTED.to_string()
+    } else {
+        redact_shapes(value)
+    }
+}
+
 /// The quoted string after `key` + `sep` (`model_path=`, `'model': `), unescaped: the first
 /// occurrence whose key is not the tail of a longer name.
 fn quoted_after(line: &str, key: &str, sep: &str) -> Option<String> {

@@ -275,3 +275,49 @@ fn every_settings_line_passes_the_tap_prefilter() {
         assert!(crate::log::may_match(line.as_bytes()), "{line}");
     }
 }
+
+#[test]
+fn command_lines_and_environment_values() {
+    let cmd = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/m/x",
+        "--api-key",
+        "abc123",
+        "--hf-token=hf_AbCdEfGhIjKlMnOpQrStUvWx",
+        "--admin-api-key",
+        "--tp",
+        "2",
+        "--max-total-tokens",
+        "4096",
+        "sk-AbCdEfGhIjKlMnOpQrStUvWx",
+    ]
+    .join("\0");
+    let r = redact_cmdline(&cmd);
+    let args: Vec<&str> = r.split('\0').collect();
+    assert_eq!(
+        args,
+        [
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "/m/x",
+            "--api-key",
+            "<redacted>",
+            "--hf-token=<redacted>",
+            "--admin-api-key",
+            "--tp",
+            "2",
+            "--max-total-tokens",
+            "4096",
+            "<redacted>",
+        ]
+    );
+    assert_eq!(redact_env("VLLM_API_KEY", "k"), "<redacted>");
+    assert_eq!(redact_env("HF_TOKEN", "hf_x"), "<redacted>");
+    assert_eq!(redact_env("NCCL_DEBUG", "INFO"), "INFO");
+    assert_eq!(redact_env("VLLM_LOGGING_LEVEL", ""), "");
+}
