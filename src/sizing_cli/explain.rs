@@ -348,11 +348,16 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         (reproduced, &observed.tokens, &settings.max_total_tokens)
     {
         if *obs < r.tokens && r.error.is_none() {
+            let fraction = if fraction.origin == Origin::Derived {
+                "a lower mem_fraction_static than the derived one (see the implied fraction) or "
+            } else {
+                ""
+            };
             notes.push(format!(
-                "the engine sized fewer tokens ({obs}) than these bytes give: a --max-total-tokens \
-                 cap would explain it (no server_args line was read: this run's journals hold \
-                 none, recorded before vramledger kept it or with the tap off; pass \
-                 --max-total-tokens or the engine log with its server_args line)"
+                "the engine sized fewer tokens ({obs}) than these bytes give: {fraction}a \
+                 --max-total-tokens cap would explain it (no server_args line was read: the input \
+                 holds none, e.g. journals recorded before vramledger kept it or with the tap \
+                 off; pass the settings as flags, or the engine log with its server_args line)"
             ));
         }
     }
