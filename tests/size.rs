@@ -1605,3 +1605,54 @@ fn the_implied_fraction_interval_is_printed_with_its_width() {
     let implied = &v["implied_mem_fraction_static"];
     assert!(implied[0].as_f64().unwrap() >= lo && implied[1].as_f64().unwrap() <= hi);
 }
+
+#[test]
+fn logged_prefill_graph_settings_are_used_for_the_defaults() {
+    // SGLang's own values (tests/data/sglang-reference, 24576 MiB, TP 1, PP 2, Llama-style):
+    // 0.5.12 with piecewise graphs off (its rule for PP > 1) 0.842, priced 0.828; 0.5.23 with
+    // breakable prefill graphs off (its PP rule) 0.715, priced 0.699. A server_args line that
+    // logged the resolved graphs wins over the rule.
+    let config =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sglang-reference/llama.json");
+    let cases = [
+        ("0.5.12", "", 0.842),
+        ("0.5.12", ", disable_piecewise_cuda_graph=True", 0.842),
+        ("0.5.12", ", disable_piecewise_cuda_graph=False", 0.828),
+        ("0.5.23", "", 0.715),
+        (
+            "0.5.23",
+            ", cuda_graph_config=CudaGraphConfig(decode=PhaseConfig(backend='full', max_bs=None), prefill=PhaseConfig(backend='breakable', max_bs=None))",
+            0.699,
+        ),
+        ("0.5.23", ", cuda_graph_backend_prefill='breakable'", 0.699),
+    ];
+    for (i, (version, extra, want)) in cases.iter().enumerate() {
+        let log = tmp(&format!("logged-graphs-{i}.log"));
+        std::fs::write(
+            &log,
+            format!(
+                "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='/m', mem_fraction_static=0.8, tp_size=1, pp_size=2{extra}, page_size=1)\n\
+                 [2026-01-01 00:00:01 PP1 TP0] Load weight begin. avail mem=23.30 GB\n\
+                 [2026-01-01 00:00:02 PP1 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=15.00 GB, mem usage=8.30 GB.\n"
+            ),
+        )
+        .unwrap();
+        let (rc, v) = size_json(&[
+            "--log",
+            s(&log),
+            "--model-config",
+            s(&config),
+            "--sglang-version",
+            version,
+            "--gpu-mem-mib",
+            "24576",
+            "--pp-min-tokens-from-other-stages",
+            "100000000",
+        ]);
+        assert_eq!(rc, 0, "{v:#}");
+        assert_eq!(
+            v["defaults"]["mem_fraction_static"], *want,
+            "{version}{extra}"
+        );
+    }
+}
