@@ -7,6 +7,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_format::record::flags;
 use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner, EVENT_FIXED_LEN};
 
@@ -255,6 +256,32 @@ pub fn sample_nvml() {
             e.arg2 = s.process_used.unwrap_or(u64::MAX);
             emit(&e, b"");
         }
+    }
+}
+
+/// Records an engine settings line (`line`, as printed) and the model folder it names: secrets
+/// redacted first, the line bounded and split into parts (`vramledger_engines::log::settings`).
+/// A relative model path that exists from here is made absolute (the reader runs elsewhere).
+pub fn settings_line(kind: SettingsKind, line: &[u8]) {
+    if !ensure() {
+        return;
+    }
+    let text = settings::redact(&String::from_utf8_lossy(line));
+    let e = event(Kind::Warning, Api::VramledgerSettings);
+    for part in settings::encode(kind, &text) {
+        emit(&e, part.as_bytes());
+    }
+    let Some(path) = settings::model_path(kind, &text) else {
+        return;
+    };
+    let resolved = match std::env::current_dir() {
+        Ok(cwd) if !path.starts_with('/') && cwd.join(&path).exists() => {
+            cwd.join(&path).to_string_lossy().into_owned()
+        }
+        _ => path,
+    };
+    for part in settings::encode(SettingsKind::ModelPath, &resolved) {
+        emit(&e, part.as_bytes());
     }
 }
 

@@ -87,6 +87,7 @@ pub fn hook_addr(api: Api) -> usize {
         | A::VramledgerSample
         | A::VramledgerStage
         | A::VramledgerLogLine
+        | A::VramledgerSettings
         | A::NvmlSample
         | A::VramledgerPoolBegin
         | A::VramledgerPoolEnd
