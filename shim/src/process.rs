@@ -3,6 +3,7 @@
 use std::cell::Cell;
 use std::ffi::CStr;
 
+use vramledger_engines::log::settings;
 use vramledger_engines::redact;
 use vramledger_format::Header;
 
@@ -83,7 +84,10 @@ pub fn header(driver_version: Option<i32>, start_unix_ns: u64, start_mono_ns: u6
             .split(|&b| b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        h.push("cmdline", redact::redact_args(&args).join("\0"));
+        // Secret values by their flag's name, then anything shaped like a token or a URL
+        // password whatever its flag (`settings::redact_cmdline`).
+        let by_name = redact::redact_args(&args).join("\0");
+        h.push("cmdline", settings::redact_cmdline(&by_name));
     }
     if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
         h.push("exe", exe.to_string_lossy().into_owned());
@@ -100,7 +104,7 @@ pub fn header(driver_version: Option<i32>, start_unix_ns: u64, start_mono_ns: u6
             continue;
         };
         if let Some(v) = redact::env_value(k, v) {
-            h.push(format!("env.{k}"), v.into_owned());
+            h.push(format!("env.{k}"), settings::redact_env(k, &v));
         }
     }
     for (name, path) in cuda_libraries() {

@@ -19,6 +19,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
+use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_engines::log::{self, LineKind, Rules, StageTracker};
 use vramledger_engines::redact;
 use vramledger_format::Api;
@@ -195,6 +196,8 @@ struct Found {
     line: Vec<u8>,
     numbers: [Option<f64>; 2],
     failure: bool,
+    /// An engine settings line: recorded as such, never a stage.
+    settings: Option<SettingsKind>,
 }
 
 #[cold]
@@ -208,7 +211,9 @@ fn slow_path(which: usize, bytes: &[u8]) {
         }
         // Lines are taken from the caller's bytes where they lie; only a line split across
         // writes is assembled in the carry (which keeps its capacity: no allocation per
-        // write). A line longer than any log line is skipped to its end, never copied whole.
+        // write). A line is kept up to its bound ([`line_bound`]); past it, the rest is skipped
+        // to the line's end, never copied: a plain line is then dropped, a settings line is
+        // kept cut (one byte past its own bound says so).
         let mut carry = std::mem::take(&mut tap.carry[which]);
         let mut skipping = tap.skipping[which];
         let grammar_only = tap.rules.is_none();
@@ -217,18 +222,24 @@ fn slow_path(which: usize, bytes: &[u8]) {
             let head = &rest[..i];
             rest = &rest[i + 1..];
             if std::mem::take(&mut skipping) {
-                carry.clear();
-                continue;
-            }
-            if carry.is_empty() {
-                if head.len() <= MAX_CARRY {
-                    classify_line(&mut tap, head, &mut found);
+                if !carry.is_empty() {
+                    classify_line(&mut tap, &carry, &mut found); // a cut settings line
+                    carry.clear();
                 }
-            } else if carry.len() + head.len() <= MAX_CARRY {
-                carry.extend_from_slice(head);
-                classify_line(&mut tap, &carry, &mut found);
-                carry.clear();
+            } else if carry.is_empty() {
+                let bound = line_bound(head);
+                if head.len() <= bound {
+                    classify_line(&mut tap, head, &mut found);
+                } else if bound > MAX_CARRY {
+                    classify_line(&mut tap, &head[..bound], &mut found);
+                }
             } else {
+                let bound = line_bound(&carry);
+                let take = head.len().min(bound.saturating_sub(carry.len()));
+                carry.extend_from_slice(&head[..take]);
+                if take == head.len() || bound > MAX_CARRY {
+                    classify_line(&mut tap, &carry, &mut found);
+                }
                 carry.clear();
             }
             if grammar_only && found.last().is_some_and(|f| f.stage == log::stage::SERVING) {
@@ -237,11 +248,14 @@ fn slow_path(which: usize, bytes: &[u8]) {
             }
         }
         if !rest.is_empty() && !skipping {
-            if carry.len() + rest.len() <= MAX_CARRY {
-                carry.extend_from_slice(rest);
-            } else {
-                carry.clear();
+            let bound = line_bound(if carry.is_empty() { rest } else { &carry });
+            let take = rest.len().min(bound.saturating_sub(carry.len()));
+            carry.extend_from_slice(&rest[..take]);
+            if take < rest.len() {
                 skipping = true;
+                if bound <= MAX_CARRY {
+                    carry.clear(); // longer than any log line: dropped
+                }
             }
         }
         PENDING[which].store(!carry.is_empty() || skipping, Ordering::Relaxed);
@@ -253,7 +267,9 @@ fn slow_path(which: usize, bytes: &[u8]) {
         // A kept line never carries a secret (an engine may print its settings).
         let text = String::from_utf8_lossy(&f.line);
         let line = redact::redact_text(&text);
-        if f.failure {
+        if let Some(kind) = f.settings {
+            recorder::settings_line(kind, &f.line);
+        } else if f.failure {
             recorder::warning(&line);
         } else {
             stages::enter(&f.stage, Api::VramledgerLogLine, f.numbers, line.as_bytes());
@@ -267,8 +283,28 @@ fn slow_path(which: usize, bytes: &[u8]) {
     }
 }
 
+/// How long the line starting with `start` may be kept: an engine settings line up to its own
+/// bound plus one byte (which says it was cut), any other line up to [`MAX_CARRY`].
+fn line_bound(start: &[u8]) -> usize {
+    if settings::detect(start).is_some() {
+        settings::MAX_LINE + 1
+    } else {
+        MAX_CARRY
+    }
+}
+
 fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
     if line.is_empty() {
+        return;
+    }
+    if let Some(kind) = settings::detect(line) {
+        found.push(Found {
+            stage: String::new(),
+            line: line.to_vec(),
+            numbers: [None, None],
+            failure: false,
+            settings: Some(kind),
+        });
         return;
     }
     if let Some(b) = log::classify_bytes(line) {
@@ -280,6 +316,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
                         line: line.to_vec(),
                         numbers: [b.numbers.avail_mem_gib, b.numbers.mem_usage_gib],
                         failure: false,
+                        settings: None,
                     });
                 }
             }
@@ -288,6 +325,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
                 line: line.to_vec(),
                 numbers: [None, None],
                 failure: true,
+                settings: None,
             }),
             LineKind::Progress => {}
         }
@@ -303,6 +341,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
                 line: line.to_vec(),
                 numbers: [None, None],
                 failure: false,
+                settings: None,
             });
         }
     }
