@@ -236,6 +236,22 @@ pub fn build(j: &Journal, books: &ProcessBooks, running: Option<bool>) -> Proces
     let current_stage = last_stage
         .map(|e| e.text.lines().next().unwrap_or("").to_string())
         .unwrap_or_else(|| "startup".into());
+    // The same cap as the stage rows: a name past it is `other` here too.
+    let mut first_names: Vec<&str> = vec!["startup"];
+    for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
+        if first_names.len() + 1 >= MAX_STAGE_NAMES {
+            break;
+        }
+        let name = e.text.lines().next().unwrap_or("");
+        if !first_names.contains(&name) {
+            first_names.push(name);
+        }
+    }
+    let current_stage = if first_names.contains(&current_stage.as_str()) {
+        current_stage
+    } else {
+        OTHER_STAGE.to_string()
+    };
     let last = j.events.iter().map(|e| e.t_ns).max();
     let cmdline = j.header.get("cmdline").unwrap_or("");
     ProcessView {
