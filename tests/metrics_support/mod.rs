@@ -438,11 +438,13 @@ pub fn http(addr: &str, method: &str, path: &str, accept: Option<&str>) -> (u16,
         .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
+    if let Err(e) = s.read_to_end(&mut raw) {
+        return (0, format!("read failed: {e}"), String::new());
+    }
     let raw = text(&raw);
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status = head
