@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 use vramledger_format::Owner;
 
-use super::{row_names, RowKey, TopState};
+use super::{row_names, RowKey, TopState, HOOKED};
 use crate::metrics::view::{DeviceView, ProcessView};
 
 /// Bytes for people: `0 B`, `512.0 KiB`, `24.0 MiB`, `12.50 GiB` (signed when `signed`).
@@ -37,9 +37,20 @@ pub fn human(bytes: i64, signed: bool) -> String {
     format!("{sign}{body}")
 }
 
+/// A duration for people: `45 s`, `3 min 12 s`, `2 h 05 min`.
+pub fn duration(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+    }
+}
+
 fn owner_bytes(d: &DeviceView, name: &str) -> (i64, Option<i64>) {
     match name {
         "free" => (d.free.map_or(0, |f| f as i64), None),
+        HOOKED => (d.live.hooked(), Some(d.hooked_peak)),
         "unattributed" => (d.unattributed, None),
         _ => {
             let o = Owner::from_name(name).unwrap_or(Owner::None);
@@ -65,10 +76,11 @@ fn process_row(p: &ProcessView) -> Row<'static> {
         Some(false) => "exited",
         None => "remote",
     };
-    let since = p
-        .stage_started_unix_s
-        .map(|t| format!(" for {:.0} s", (unix_now() - t).max(0.0)))
-        .unwrap_or_default();
+    let stage = match (p.running, p.stage_started_unix_s) {
+        (Some(false), _) => format!("ended in stage {}", p.current_stage),
+        (_, Some(t)) => format!("stage {} for {}", p.current_stage, duration(unix_now() - t)),
+        _ => format!("stage {}", p.current_stage),
+    };
     Row::new(vec![
         Cell::from(format!("pid {}{rank}", p.labels.pid)),
         Cell::from(format!("[{state}]")),
@@ -76,8 +88,8 @@ fn process_row(p: &ProcessView) -> Row<'static> {
         Cell::from(""),
         Cell::from(""),
         Cell::from(format!(
-            "stage {}{since}  {} on {}",
-            p.current_stage, p.labels.command, p.labels.host
+            "{stage}  {} on {}",
+            p.labels.command, p.labels.host
         )),
     ])
     .style(Style::default().add_modifier(Modifier::BOLD))
@@ -97,7 +109,7 @@ fn rows(st: &TopState) -> Vec<Row<'static>> {
                 let (live, peak) = owner_bytes(d, name);
                 let key: RowKey = (p.journal.clone(), d.device, name);
                 let change = st.change(&key);
-                let hooked = !matches!(name, "free" | "unattributed");
+                let hooked = !matches!(name, "free" | "unattributed" | HOOKED);
                 if hooked && live == 0 && peak.unwrap_or(0) == 0 {
                     continue; // an owner that never held anything here
                 }
@@ -220,5 +232,118 @@ pub fn frame(f: &mut Frame, st: &TopState, root: &str, now: Instant) {
             ),
             bottom,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::OwnerBytes;
+    use crate::metrics::view::{DeviceView, ProcessLabels};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+    use std::time::Duration;
+
+    fn screen(st: &TopState) -> String {
+        let mut t = Terminal::new(TestBackend::new(120, 24)).unwrap();
+        t.draw(|f| frame(f, st, "out/", Instant::now())).unwrap();
+        let buf = t.backend().buffer();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn process(torch: i64, stage: &str) -> ProcessView {
+        let mut live = OwnerBytes::default();
+        live.set(Owner::Torch, torch);
+        live.set(Owner::Context, 300 << 20);
+        ProcessView {
+            labels: ProcessLabels {
+                pid: 4242,
+                rank: Some(1),
+                host: "h1".into(),
+                command: "sglang.launch_server".into(),
+                ..ProcessLabels::default()
+            },
+            journal: "j".into(),
+            start_unix_ns: 0,
+            devices: vec![DeviceView {
+                device: 1,
+                gpu: Some("5".into()),
+                uuid: None,
+                live,
+                peak: live,
+                hooked_peak: torch + (300 << 20),
+                stages: Vec::new(),
+                unattributed: 12 << 20,
+                free: Some(10 << 30),
+                total: None,
+                oom: 2,
+                alloc_failures: 2,
+            }],
+            current_stage: stage.into(),
+            stage_started_unix_s: None,
+            last_record_unix_s: None,
+            records: 10,
+            running: Some(true),
+            corrupt: false,
+        }
+    }
+
+    #[test]
+    fn an_empty_run_waits_and_a_run_shows_devices_by_owner() {
+        let mut st = TopState::new(Duration::from_secs(5));
+        assert!(
+            screen(&st).contains("waiting for journals in out/"),
+            "{}",
+            screen(&st)
+        );
+        let t0 = Instant::now();
+        st.update(vec![process(1 << 30, "weight_load")], t0);
+        st.update(
+            vec![process(3 << 29, "kv_pool")],
+            t0 + Duration::from_secs(1),
+        );
+        let s = screen(&st);
+        for want in [
+            "pid 4242 rank 1",
+            "[running]",
+            "stage kv_pool",
+            "dev 1 gpu 5",
+            "torch ",
+            "1.50 GiB",
+            "+512.0 MiB",
+            "context",
+            "300.0 MiB",
+            "all hooked",
+            "unattributed",
+            "12.0 MiB",
+            "10.00 GiB",
+            "out of memory",
+            "2 failed",
+            "pid 4242: weight_load -> kv_pool",
+        ] {
+            assert!(s.contains(want), "no {want:?} on\n{s}");
+        }
+        assert!(
+            !s.contains("nccl"),
+            "owners that never held memory are left out\n{s}"
+        );
+    }
+
+    #[test]
+    fn people_units() {
+        assert_eq!(human(0, true), "0 B");
+        assert_eq!(human(-3 << 20, true), "-3.0 MiB");
+        assert_eq!(human(5 << 30, true), "+5.00 GiB");
+        assert_eq!(human(1536, false), "1.5 KiB");
+        assert_eq!(duration(59.9), "59 s");
+        assert_eq!(duration(192.0), "3 min 12 s");
+        assert_eq!(duration(7500.0), "2 h 05 min");
     }
 }

@@ -42,9 +42,14 @@ pub struct TopState {
     pub refreshed: Option<Instant>,
 }
 
-/// The owner names a device row shows, in order: the hooked owners, `unattributed`, `free`.
+/// The row that sums the hooked owners.
+pub const HOOKED: &str = "all hooked";
+
+/// The owner names a device row shows, in order: the hooked owners, their sum,
+/// `unattributed`, `free`.
 pub fn row_names() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = hooked_owners().map(Owner::name).collect();
+    v.push(HOOKED);
     v.push(Owner::Unattributed.name());
     v.push("free");
     v
@@ -58,6 +63,7 @@ fn rows_of(views: &[ProcessView]) -> BTreeMap<RowKey, i64> {
             for o in hooked_owners() {
                 m.insert((p.journal.clone(), d.device, o.name()), d.live.get(o));
             }
+            m.insert((p.journal.clone(), d.device, HOOKED), d.live.hooked());
             m.insert(
                 (p.journal.clone(), d.device, Owner::Unattributed.name()),
                 d.unattributed,
