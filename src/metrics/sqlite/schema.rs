@@ -31,7 +31,7 @@ CREATE TABLE owners (
 ) WITHOUT ROWID;
 
 CREATE TABLE runs (
-    run_key          INTEGER PRIMARY KEY,
+    run_key          INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id           TEXT NOT NULL,
     source           TEXT NOT NULL,
     identity         TEXT NOT NULL UNIQUE,
