@@ -41,9 +41,16 @@ fn recorded_runs_are_appended_and_read_back_as_the_report() {
     let dir = scratch("export");
     let db = dir.join("history.db");
     let shape = data("h200-sglang-shape");
-    let (rc, err) = export(&db, &[&shape, &data("h200-graph-bs/a"), &data("h200-graph-bs/b")], &[]);
+    let (rc, err) = export(
+        &db,
+        &[&shape, &data("h200-graph-bs/a"), &data("h200-graph-bs/b")],
+        &[],
+    );
     assert_eq!(rc, 0, "{err}");
-    assert_eq!(std::fs::metadata(&db).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let c = Connection::open(&db).unwrap();
     let meta: Vec<(String, String)> = c
         .prepare("SELECT key, value FROM meta ORDER BY key")
@@ -52,7 +59,10 @@ fn recorded_runs_are_appended_and_read_back_as_the_report() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert!(meta.contains(&("schema".into(), "vramledger.sqlite".into())), "{meta:?}");
+    assert!(
+        meta.contains(&("schema".into(), "vramledger.sqlite".into())),
+        "{meta:?}"
+    );
     assert!(meta.contains(&("schema_version".into(), "1".into())));
     assert_eq!(count(&c, "owners"), Owner::ALL.len() as i64);
     assert_eq!(count(&c, "runs"), 3);
@@ -60,7 +70,10 @@ fn recorded_runs_are_appended_and_read_back_as_the_report() {
 
     // Every stage × owner figure, live and peak of the sglang-shape run, to the byte.
     let report = report_json(&shape);
-    let run_id = report["processes"][0]["run_id"].as_str().unwrap().to_string();
+    let run_id = report["processes"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut compared = 0;
     for p in report["processes"].as_array().unwrap() {
         let pid = p["pid"].as_i64().unwrap();
@@ -91,7 +104,10 @@ fn recorded_runs_are_appended_and_read_back_as_the_report() {
                     )
                     .unwrap();
                 assert_eq!(Some(l), live.as_i64());
-                assert_eq!(pk, d["peak"]["by_owner"][owner]["bytes"].as_i64().unwrap_or(0));
+                assert_eq!(
+                    pk,
+                    d["peak"]["by_owner"][owner]["bytes"].as_i64().unwrap_or(0)
+                );
                 compared += 2;
             }
             let (free, unattributed, balanced, peak): (Option<i64>, i64, bool, i64) = c
@@ -124,7 +140,11 @@ fn recorded_runs_are_appended_and_read_back_as_the_report() {
     assert_eq!(tokens, size["tokens"].as_i64());
     assert_eq!(engine, "sglang");
     assert_eq!(serde_json::from_str::<Value>(&json).unwrap(), size);
-    assert_eq!(count(&c, "sizing"), 1, "the graph-bs runs have no config.json: no sizing rows");
+    assert_eq!(
+        count(&c, "sizing"),
+        1,
+        "the graph-bs runs have no config.json: no sizing rows"
+    );
 }
 
 #[test]
@@ -136,10 +156,15 @@ fn the_same_run_twice_is_idempotent_a_changed_one_refused_or_replaced() {
     assert_eq!(export(&db, &[&run], &[]).0, 0);
     let (rc, err) = export(&db, &[&run], &[]);
     assert_eq!(rc, 0, "{err}");
-    assert!(err.contains("already stored as run_key 1 with the same content"), "{err}");
+    assert!(
+        err.contains("already stored as run_key 1 with the same content"),
+        "{err}"
+    );
     let c = Connection::open(&db).unwrap();
     let rows = |c: &Connection| {
-        let events: i64 = c.query_row("SELECT sum(events) FROM processes", [], |r| r.get(0)).unwrap();
+        let events: i64 = c
+            .query_row("SELECT sum(events) FROM processes", [], |r| r.get(0))
+            .unwrap();
         (count(c, "runs"), count(c, "processes"), events)
     };
     let before = rows(&c);
@@ -156,14 +181,20 @@ fn the_same_run_twice_is_idempotent_a_changed_one_refused_or_replaced() {
     std::fs::write(&journal, &bytes[..bytes.len() / 2]).unwrap();
     let (rc, err) = export(&db, &[&run], &[]);
     assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("different content") && err.contains("--replace"), "{err}");
+    assert!(
+        err.contains("different content") && err.contains("--replace"),
+        "{err}"
+    );
     assert_eq!(rows(&c), before, "nothing written");
     let (rc, err) = export(&db, &[&run], &["--replace"]);
     assert_eq!(rc, 0, "{err}");
     assert!(err.contains("replaced run_key 1 by run_key 2"), "{err}");
     let after = rows(&c);
     assert_eq!((after.0, after.1), (1, before.1));
-    assert!(after.2 < before.2, "the shorter journal's records replaced the longer one's");
+    assert!(
+        after.2 < before.2,
+        "the shorter journal's records replaced the longer one's"
+    );
 }
 
 fn synth_run(dir: &Path, run_id: &str, pids: &[u32]) {
@@ -203,7 +234,10 @@ fn a_process_of_another_run_is_refused_and_nothing_of_the_export_is_written() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(ids, vec![("runX".into(), 2), ("runA".into(), 2), ("runB".into(), 1)]);
+    assert_eq!(
+        ids,
+        vec![("runX".into(), 2), ("runA".into(), 2), ("runB".into(), 1)]
+    );
 }
 
 #[test]
@@ -217,28 +251,49 @@ fn unsafe_and_foreign_databases_are_refused() {
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let (rc, err) = export(&link, &[&run], &[]);
     assert_eq!((rc, err.contains("symbolic link")), (2, true), "{err}");
-    assert_eq!(std::fs::metadata(&real).unwrap().len(), 0, "nothing written through the link");
+    assert_eq!(
+        std::fs::metadata(&real).unwrap().len(),
+        0,
+        "nothing written through the link"
+    );
 
     let text_file = dir.join("notes.db");
     std::fs::write(&text_file, "some notes, not a database\n".repeat(100)).unwrap();
     let (rc, err) = export(&text_file, &[&run], &[]);
-    assert_eq!((rc, err.contains("not a vramledger database")), (2, true), "{err}");
+    assert_eq!(
+        (rc, err.contains("not a vramledger database")),
+        (2, true),
+        "{err}"
+    );
 
     let other = dir.join("other.db");
-    Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x);").unwrap();
+    Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x);")
+        .unwrap();
     let (rc, err) = export(&other, &[&run], &[]);
-    assert_eq!((rc, err.contains("not a vramledger database")), (2, true), "{err}");
+    assert_eq!(
+        (rc, err.contains("not a vramledger database")),
+        (2, true),
+        "{err}"
+    );
 
     let newer = dir.join("newer.db");
     assert_eq!(export(&newer, &[&run], &[]).0, 0);
     Connection::open(&newer)
         .unwrap()
-        .execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'", [])
+        .execute(
+            "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+            [],
+        )
         .unwrap();
     let (rc, err) = export(&newer, &[&run], &[]);
     assert_eq!((rc, err.contains("schema version 99")), (2, true), "{err}");
 
     let (rc, err) = export(&dir.join("x.db"), &[&dir.join("missing")], &[]);
     assert_eq!(rc, 2, "{err}");
-    assert!(!dir.join("x.db").exists(), "no database is created for bad input");
+    assert!(
+        !dir.join("x.db").exists(),
+        "no database is created for bad input"
+    );
 }

@@ -146,8 +146,8 @@ CREATE TABLE sizing (
 );
 
 CREATE VIEW stage_owner_bytes AS
-SELECT r.run_key, r.run_id, p.host, p.pid, p.rank, d.device, d.gpu, s.seq, s.name AS stage,
-       o.owner, o.bytes
+SELECT r.run_key, r.run_id, r.model_name, p.host, p.pid, p.rank, d.device, d.gpu, s.seq,
+       s.name AS stage, o.owner, o.bytes
 FROM stage_owners o
 JOIN stages s USING (stage_key)
 JOIN devices d USING (device_key)
