@@ -90,7 +90,17 @@ def scrape(args):
             index.flush()
             n += 1
             time.sleep(max(0.0, args.interval - (time.time() - t0)))
-        status, body = get(args.addr)
+        # The last scrape once every process of the run has ended (a worker may outlive
+        # the launcher for a moment), or after 60 s.
+        deadline = time.time() + 60
+        while True:
+            status, body = get(args.addr)
+            running = status == 200 and any(
+                n == "vramledger_process_running" and v == 1 for n, _, v in parse(body)
+            )
+            if not running or time.time() > deadline:
+                break
+            time.sleep(0.5)
         with open(os.path.join(args.dir, "final.prom"), "w") as f:
             f.write(body)
         index.write(f"final\t{time.time():.3f}\t{status}\t{len(body)}\n")

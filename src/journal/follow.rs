@@ -43,7 +43,8 @@ pub struct Follower {
     warned_at: Option<usize>,
     /// How many times the journal was read again from the start.
     pub restarts: u32,
-    /// How long a hole may stay empty before it is skipped.
+    /// How long a hole may stay empty before it is skipped (zero once the writer is known
+    /// to have ended: nothing can fill it any more).
     pub grace: Duration,
     buf: Vec<u8>,
 }
@@ -120,7 +121,10 @@ impl Follower {
         buf.clear();
         f.read_to_end(&mut buf).map_err(io)?;
         let added = self.decode(&buf, start, now);
-        self.buf = buf;
+        // Keep a small buffer for the next poll, not the whole journal of a first read.
+        if buf.capacity() <= 8 << 20 {
+            self.buf = buf;
+        }
         added
     }
 
@@ -161,24 +165,23 @@ impl Follower {
                         break; // the end of what is committed
                     };
                     let abs = base + at;
-                    match self.hole {
-                        Some((h, since)) if h == abs && now.duration_since(since) >= self.grace => {
-                            self.journal.warnings.push(format!(
-                                "{}: a record in flight when the process stopped was lost at offset {abs}",
-                                path.display()
-                            ));
-                            if self.skipped.len() < MAX_TRACKED_HOLES {
-                                self.skipped.push(abs);
-                            }
-                            self.hole = None;
-                            at = next;
-                        }
-                        Some((h, _)) if h == abs => break,
-                        _ => {
-                            self.hole = Some((abs, now));
-                            break;
-                        }
+                    let since = match self.hole {
+                        Some((h, since)) if h == abs => since,
+                        _ => now,
+                    };
+                    if now.duration_since(since) < self.grace {
+                        self.hole = Some((abs, since));
+                        break;
                     }
+                    self.journal.warnings.push(format!(
+                        "{}: a record in flight when the process stopped was lost at offset {abs}",
+                        path.display()
+                    ));
+                    if self.skipped.len() < MAX_TRACKED_HOLES {
+                        self.skipped.push(abs);
+                    }
+                    self.hole = None;
+                    at = next;
                 }
                 // A committed frame is whole (its head is stored last): a short read means
                 // the file is still being extended. Wait.
@@ -360,6 +363,20 @@ mod tests {
         assert_eq!(addrs(&f), vec![0x1000, 0x2000]);
         let full = super::super::read(&t2.0).unwrap();
         assert_eq!(full.events, f.journal().events);
+    }
+
+    #[test]
+    fn a_hole_in_the_journal_of_an_ended_process_is_skipped_at_once() {
+        let t = tmp("ended");
+        let mut bytes = preamble().to_vec();
+        bytes.extend(header());
+        bytes.extend(vec![0u8; alloc(0).len()]);
+        bytes.extend(alloc(0x2000));
+        write_at(&t.0, 0, &bytes);
+        let mut f = Follower::new(&t.0);
+        f.grace = Duration::ZERO;
+        assert_eq!(f.poll().unwrap(), 1);
+        assert_eq!(f.journal().events, super::super::read(&t.0).unwrap().events);
     }
 
     #[test]

@@ -244,6 +244,15 @@ fn serve_one(mut s: TcpStream, metrics: &dyn Fn(Format) -> String) {
     let _ = write_response(&mut s, &r, false);
 }
 
+/// A connection's place among [`MAX_CONNECTIONS`], given back when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Serves connections from `listener` for ever (until the process ends).
 pub fn run(listener: TcpListener, metrics: Arc<dyn Fn(Format) -> String + Send + Sync>) {
     let active = Arc::new(AtomicUsize::new(0));
@@ -263,8 +272,8 @@ pub fn run(listener: TcpListener, metrics: Arc<dyn Fn(Format) -> String + Send +
         let spawned = std::thread::Builder::new()
             .name("vramledger-http".into())
             .spawn(move || {
+                let _slot = Slot(a); // given back even if the body panics
                 serve_one(s, &*m);
-                a.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
             active.fetch_sub(1, Ordering::AcqRel);

@@ -185,8 +185,10 @@ impl RunWatch {
                 &self.local_host,
             );
             if running == Some(false) && e.finished_at.is_none() {
-                // It ended: what it wrote last may have landed after the poll above.
+                // It ended: what it wrote last may have landed after the poll above, and a
+                // slot it left empty will stay so (read past it as the full reader does).
                 e.finished_at = Some(now);
+                e.follower.grace = Duration::ZERO;
                 added += e.follower.poll_at(now).unwrap_or(0);
             }
             let j = e.follower.journal();

@@ -90,8 +90,9 @@ impl TopState {
         }
     }
 
-    /// Takes the views of one refresh made at `now`.
-    pub fn update(&mut self, views: Vec<ProcessView>, now: Instant) {
+    /// Takes the views of one refresh made at `now`; ended processes go below the others.
+    pub fn update(&mut self, mut views: Vec<ProcessView>, now: Instant) {
+        views.sort_by_key(|v| v.running == Some(false));
         for p in &views {
             let old = self
                 .stages
