@@ -371,3 +371,148 @@ fn bad_input_is_exit_2_and_an_empty_run_is_an_empty_exposition() {
     );
     assert!(text(&out.stdout).contains("\nvramledger_unreadable_journals 1\n"));
 }
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[(self.next() % xs.len() as u64) as usize]
+    }
+}
+
+/// A journal of random records whose header and stage names hold what label escaping must
+/// survive: quotes, backslashes, newlines, braces, non-ASCII.
+fn hostile_journal(seed: u64, path: &Path) {
+    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut s = Synth::new(seed as u32, "fuzz");
+    let kinds: Vec<u16> = Kind::ALL
+        .iter()
+        .map(|k| *k as u16)
+        .chain([0xBEEF])
+        .collect();
+    let big = [0u64, 1, 2 << 20, 0x1000, 0x2000, u64::MAX, 1 << 63];
+    let names = [
+        "weight_load",
+        "a\"b",
+        "back\\slash",
+        "x\ny",
+        "{brace}",
+        "ünï",
+        "",
+        "kv_pool",
+    ];
+    for _ in 0..(r.next() % 300 + 1) {
+        let mut e = Event {
+            kind: r.pick(&kinds),
+            t_ns: r.next() % (1 << 40),
+            device: r.pick(&[-1, 0, 1, 7, 4095, 4096, i32::MAX]),
+            stage: (r.next() % 6) as u32,
+            owner: (r.next() % 10) as u8,
+            mem: (r.next() % 7) as u8,
+            api: r.pick(&[0u16, 1, 4, 5, 20, 22, 70, 100, 9999]),
+            result: r.pick(&[0, 0, 0, 2, 900, -1]),
+            addr: r.pick(&big),
+            size: r.pick(&big),
+            handle: r.pick(&big),
+            arg0: r.pick(&big),
+            arg1: r.pick(&big),
+            arg2: r.pick(&big),
+            ..Event::default()
+        };
+        if e.kind == Kind::Stage as u16 || r.next() % 3 == 0 {
+            e.text = r.pick(&names).to_string();
+        }
+        s.push(e);
+    }
+    let host = r.pick(&["h\"ost", "back\\host", "new\nline", "vm"]);
+    let cmd = "python3\0-m\0sglang.launch_server\0--model-path\0/m/\"quoted\"\\x\0--api-key\0k";
+    std::fs::write(
+        path,
+        with_header(
+            &s,
+            &[
+                ("pid", &seed.to_string()),
+                ("run_id", "fuzz\"run"),
+                ("host", host),
+                ("cmdline", cmd),
+                (
+                    "cuda_visible_devices",
+                    r.pick(&["", "0,1", "GPU-x", "junk"]),
+                ),
+                ("start_unix_ns", "1700000000000000000"),
+                ("start_mono_ns", "5"),
+            ],
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn hostile_journals_give_an_exposition_that_parses_and_never_a_panic() {
+    let root = scratch("hostile");
+    let promtool = tool("promtool");
+    for seed in 1..=20u64 {
+        let dir = root.join(seed.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        hostile_journal(seed, &dir.join("j.vlj"));
+        for om in [false, true] {
+            let mut args = vec!["metrics", dir.to_str().unwrap()];
+            if om {
+                args.push("--openmetrics");
+            }
+            let out = vramledger(&args);
+            let code = out.status.code().unwrap_or(-1);
+            let err = text(&out.stderr);
+            assert!(
+                (0..=2).contains(&code) && !err.contains("panicked"),
+                "seed {seed}: {code}\n{err}"
+            );
+            let exposition = text(&out.stdout);
+            if parse("metrics::hostile", &exposition, om).is_none() {
+                return;
+            }
+            if let (Some(p), false) = (&promtool, om) {
+                let mut child = Command::new(p)
+                    .args(["check", "metrics"])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(exposition.as_bytes())
+                    .unwrap();
+                let out = child.wait_with_output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "seed {seed}: promtool: {}{}",
+                    text(&out.stdout),
+                    text(&out.stderr)
+                );
+            }
+            assert!(!exposition.contains("--api-key") && !exposition.contains("\"k\""));
+        }
+        let db = root.join("fuzz.db");
+        let out = vramledger(&[
+            "export",
+            "--sqlite",
+            db.to_str().unwrap(),
+            dir.to_str().unwrap(),
+        ]);
+        let code = out.status.code().unwrap_or(-1);
+        let err = text(&out.stderr);
+        assert!(
+            (0..=2).contains(&code) && !err.contains("panicked"),
+            "seed {seed}: export {code}\n{err}"
+        );
+    }
+}

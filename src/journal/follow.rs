@@ -183,9 +183,14 @@ impl Follower {
                     self.hole = None;
                     at = next;
                 }
-                // A committed frame is whole (its head is stored last): a short read means
-                // the file is still being extended. Wait.
-                Err(FrameError::Truncated) => break,
+                // A committed frame is whole (its head is stored last) and the writer grows
+                // the file before it maps the room: a frame running past the end is damage,
+                // unless the writer may still be at it (then wait, as for a hole).
+                Err(FrameError::Truncated)
+                    if !self.grace.is_zero() && resync(bytes, at + 8).is_none() =>
+                {
+                    break
+                }
                 Err(_) => {
                     let abs = base + at;
                     let Some(next) = resync(bytes, at + 8) else {
@@ -377,6 +382,73 @@ mod tests {
         f.grace = Duration::ZERO;
         assert_eq!(f.poll().unwrap(), 1);
         assert_eq!(f.journal().events, super::super::read(&t.0).unwrap().events);
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Random journals (records, padding, empty slots, flipped bytes, a cut tail): read as it
+    /// grew and then to its end after the writer stopped, a follower has what the full reader
+    /// has, in the same order, with the same verdict on damage.
+    #[test]
+    fn followed_to_the_end_a_journal_reads_as_the_full_reader_reads_it() {
+        let t = tmp("random");
+        for seed in 1..=200u64 {
+            let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut bytes = preamble().to_vec();
+            bytes.extend(header());
+            let mut bounds = vec![bytes.len()];
+            for i in 0..(r.next() % 40) {
+                match r.next() % 10 {
+                    0 => bytes.extend(vec![0u8; 104]), // a slot never committed
+                    1 => bytes.extend(frame(PADDING_KIND, &[0u8; 24])),
+                    _ => bytes.extend(alloc(0x1000 * (i + 1))),
+                }
+                bounds.push(bytes.len());
+            }
+            if r.next() % 4 == 0 && bytes.len() > 100 {
+                let at = 16 + (r.next() as usize % (bytes.len() - 16));
+                bytes[at] ^= 0x5a; // damage
+            }
+            if r.next() % 4 == 0 {
+                let cut = (r.next() % 60) as usize;
+                bytes.truncate(bytes.len().saturating_sub(cut).max(16)); // killed mid-record
+            }
+            let full = super::super::parse(&t.0, &bytes).unwrap();
+            let _ = std::fs::remove_file(&t.0);
+            let mut f = Follower::new(&t.0);
+            // As it grew: record by record, the rest of the chunk still zero.
+            for &b in bounds.iter().filter(|&&b| b <= bytes.len()) {
+                let mut grown = bytes[..b].to_vec();
+                grown.resize(bytes.len() + 64, 0);
+                write_at(&t.0, 0, &grown);
+                f.poll().unwrap();
+            }
+            write_at(&t.0, 0, &bytes);
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&t.0)
+                .unwrap()
+                .set_len(bytes.len() as u64)
+                .unwrap();
+            f.grace = Duration::ZERO;
+            f.poll().unwrap();
+            assert_eq!(f.journal().events, full.events, "seed {seed}");
+            assert_eq!(
+                f.journal().corrupt,
+                full.corrupt,
+                "seed {seed}: {:?} vs {:?}",
+                f.journal().warnings,
+                full.warnings
+            );
+        }
     }
 
     #[test]
