@@ -25,7 +25,7 @@ pub const EXIT_BAD_INPUT: i32 = 2;
     name = "vramledger",
     version,
     about = "Where every byte of GPU memory went: who holds it, and when it was taken",
-    after_help = "Workflow:\n  vramledger run -- python -m sglang.launch_server ...   (or LD_PRELOAD=libvramledger.so CMD)\n  vramledger report vramledger-out/            (text; --json; --html -o page.html)\n  vramledger size vramledger-out/ --model-config config.json   (why this many KV tokens)\n  vramledger diff base/ current/;  vramledger check --baseline base/ current/ --tolerance 2%\n  vramledger snapshot vramledger-out/ --at-peak --format memory-viz -o peak.pickle\n\nExit codes: 0 success, 1 drift found / does not fit, 2 bad input."
+    after_help = "Workflow:\n  vramledger run -- python -m sglang.launch_server ...   (or LD_PRELOAD=libvramledger.so CMD)\n  vramledger report vramledger-out/            (text; --json; --html -o page.html)\n  vramledger size vramledger-out/ --model-config config.json   (why this many KV tokens)\n  vramledger diff base/ current/;  vramledger check --baseline base/ current/ --tolerance 2%\n  vramledger snapshot vramledger-out/ --at-peak --format memory-viz -o peak.pickle\n  vramledger serve vramledger-out/ (Prometheus /metrics; metrics: once);  vramledger top vramledger-out/\n  vramledger export --sqlite history.db vramledger-out/   (runs into SQL)\n\nExit codes: 0 success, 1 drift found / does not fit, 2 bad input."
 )]
 struct Cli {
     #[command(subcommand)]
