@@ -337,6 +337,17 @@ mod tests {
     }
 
     #[test]
+    fn tiny_terminals_draw_without_a_panic() {
+        let mut st = TopState::new(Duration::from_secs(5));
+        st.update(vec![process(1 << 30, "weight_load")], Instant::now());
+        st.scroll = 1000;
+        for (w, h) in [(1, 1), (10, 3), (40, 2), (200, 4)] {
+            let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+            t.draw(|f| frame(f, &st, "out/", Instant::now())).unwrap();
+        }
+    }
+
+    #[test]
     fn people_units() {
         assert_eq!(human(0, true), "0 B");
         assert_eq!(human(-3 << 20, true), "-3.0 MiB");
