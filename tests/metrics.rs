@@ -425,7 +425,7 @@ fn hostile_journal(seed: u64, path: &Path) {
             arg2: r.pick(&big),
             ..Event::default()
         };
-        if e.kind == Kind::Stage as u16 || r.next() % 3 == 0 {
+        if e.kind == Kind::Stage as u16 || r.next().is_multiple_of(3) {
             e.text = r.pick(&names).to_string();
         }
         s.push(e);

@@ -413,11 +413,11 @@ mod tests {
                 }
                 bounds.push(bytes.len());
             }
-            if r.next() % 4 == 0 && bytes.len() > 100 {
+            if r.next().is_multiple_of(4) && bytes.len() > 100 {
                 let at = 16 + (r.next() as usize % (bytes.len() - 16));
                 bytes[at] ^= 0x5a; // damage
             }
-            if r.next() % 4 == 0 {
+            if r.next().is_multiple_of(4) {
                 let cut = (r.next() % 60) as usize;
                 bytes.truncate(bytes.len().saturating_sub(cut).max(16)); // killed mid-record
             }
