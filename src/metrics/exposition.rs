@@ -374,13 +374,13 @@ pub fn render(views: &[ProcessView], reader: ReaderState, clock: &Clock, format:
     o.family(&STAGE_START);
     for p in views {
         if let Some(t) = p.stage_started_unix_s {
-            o.sample(&STAGE_START, &process_labels(&p.labels), t);
+            o.sample(&STAGE_START, &process_labels(&p.labels), format!("{t:.3}"));
         }
     }
     o.family(&LAG);
     for p in views {
         if let Some(lag) = clock.lag_s(p) {
-            o.sample(&LAG, &process_labels(&p.labels), lag);
+            o.sample(&LAG, &process_labels(&p.labels), format!("{lag:.3}"));
         }
     }
     o.family(&RECORDS);
