@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use vramledger_engines::log;
 use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner};
 
+use super::boundaries::{self, SetBy};
 use super::owners::OwnerBytes;
 use super::samples::{Reading, Readings, Source};
 use crate::journal::Journal;
@@ -47,6 +48,15 @@ pub struct StageRow {
     /// Hooked net bytes per owner, and `unattributed`.
     pub by_owner: OwnerBytes,
     pub engine: EngineNumbers,
+    /// What set the stage's start, and how (the line, the event, the mark).
+    pub start_set_by: SetBy,
+    pub start_detail: String,
+    /// What set its end: the next stage's start, or the end of the journal.
+    pub end_set_by: SetBy,
+    pub end_detail: String,
+    /// A stage record opened it (with free memory sampled there); false for a boundary an API
+    /// event or an engine line's duration placed.
+    pub start_recorded: bool,
 }
 
 /// A peak: bytes, and when.
@@ -149,6 +159,12 @@ pub struct ProcessBooks {
 }
 
 impl ProcessBooks {
+    /// No device memory, no context and nothing pinned, managed or reserved: a helper process
+    /// (an inductor compile worker, a tokenizer) that loaded the preload but never used CUDA.
+    pub fn never_touched_gpu(&self) -> bool {
+        self.devices.is_empty() && self.apart().iter().all(|(_, lp)| lp.peak == 0 && lp.live == 0)
+    }
+
     /// The books kept apart from VRAM, named as reports show them.
     pub fn apart(&self) -> [(&'static str, LivePeak); 3] {
         [
@@ -164,6 +180,9 @@ struct Span {
     index: usize,
     t_ns: u64,
     line: Option<String>,
+    set_by: SetBy,
+    detail: String,
+    recorded: bool,
 }
 
 /// Per-device running state during the replay.
@@ -204,50 +223,42 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     let mut rank_tag = None;
     let mut first_context_before: BTreeMap<i32, u64> = BTreeMap::new();
 
-    let ensure_span = |spans: &mut Vec<Span>| {
-        if spans.is_empty() {
-            spans.push(Span {
-                name: "startup".into(),
-                index: 0,
-                t_ns: 0,
-                line: None,
-            });
-        }
-    };
+    let bounds = boundaries::derive(j);
+    let mut next_bound = 0;
 
     for (i, e) in j.events.iter().enumerate() {
         let kind = e.kind();
+        while let Some(b) = bounds.get(next_bound).filter(|b| b.index == i) {
+            spans.push(Span {
+                name: b.name.clone(),
+                index: i,
+                t_ns: b.t_ns,
+                line: b.line.clone(),
+                set_by: b.set_by,
+                detail: b.detail.clone(),
+                recorded: b.sampled,
+            });
+            for d in devs.values_mut() {
+                d.by_owner.resize(spans.len(), OwnerBytes::default());
+                d.boundary.resize(spans.len(), None);
+            }
+            in_block = b.sampled;
+            next_bound += 1;
+        }
         if kind == Some(Kind::Stage) {
-            let mut lines = e.text.splitn(2, '\n');
-            let name = lines.next().unwrap_or("").to_string();
-            let line = lines.next().map(str::to_string);
             if rank_tag.is_none() {
-                if let Some(b) = line.as_deref().and_then(log::classify) {
+                let line = e.text.split_once('\n').map(|(_, l)| l);
+                if let Some(b) = line.and_then(log::classify) {
                     if !b.rank.is_empty() {
                         rank_tag = Some(b.rank);
                     }
                 }
             }
-            let same_as_opening = spans.len() == 1 && spans[0].index == 0 && spans[0].t_ns == 0;
-            if same_as_opening && name == spans[0].name {
-                spans[0].index = i;
-                spans[0].t_ns = e.t_ns;
-            } else {
-                spans.push(Span {
-                    name,
-                    index: i,
-                    t_ns: e.t_ns,
-                    line,
-                });
+            if boundaries::is_repeat(&bounds, i, e) {
+                in_block = false;
             }
-            for d in devs.values_mut() {
-                d.by_owner.resize(spans.len(), OwnerBytes::default());
-                d.boundary.resize(spans.len(), None);
-            }
-            in_block = true;
             continue;
         }
-        ensure_span(&mut spans);
         let span = spans.len() - 1;
         if in_block && !is_sample(e) {
             in_block = false;
@@ -301,7 +312,18 @@ pub fn replay(j: &Journal) -> ProcessBooks {
             va.peak = va.peak.max(va.live);
         }
     }
-    ensure_span(&mut spans);
+    if spans.is_empty() {
+        let b = &bounds[0];
+        spans.push(Span {
+            name: b.name.clone(),
+            index: 0,
+            t_ns: b.t_ns,
+            line: None,
+            set_by: b.set_by,
+            detail: b.detail.clone(),
+            recorded: b.sampled,
+        });
+    }
 
     let devices = devs
         .into_iter()
@@ -435,6 +457,11 @@ fn device_books(
             device_delta,
             by_owner,
             engine: engine_numbers(span.line.as_deref(), next.and_then(|n| n.line.as_deref())),
+            start_set_by: span.set_by,
+            start_detail: span.detail.clone(),
+            end_set_by: next.map_or(SetBy::EndOfJournal, |n| n.set_by),
+            end_detail: next.map_or_else(String::new, |n| n.detail.clone()),
+            start_recorded: span.recorded,
         });
     }
     let mut modules: Vec<ModuleRow> = d.modules.into_values().collect();
