@@ -246,7 +246,10 @@ pub fn derive(j: &Journal) -> Vec<StageBoundary> {
                 let late_ms = rec.t_ns.saturating_sub(cur.t_ns) as f64 / 1e6;
                 let last = s.out.len() - 1;
                 let b = &mut s.out[last];
-                b.detail = format!("{}; the line came {late_ms:.1} ms later: {}", b.detail, rec.detail);
+                b.detail = format!(
+                    "{}; the line came {late_ms:.1} ms later: {}",
+                    b.detail, rec.detail
+                );
                 if b.line.is_none() {
                     b.line = rec.line;
                 }
@@ -259,7 +262,8 @@ pub fn derive(j: &Journal) -> Vec<StageBoundary> {
             continue;
         }
         if s.out.is_empty() {
-            s.out.push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
+            s.out
+                .push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
             s.implicit_opening = true;
         }
         let cur = s.current();
@@ -273,7 +277,10 @@ pub fn derive(j: &Journal) -> Vec<StageBoundary> {
                 if opens {
                     let api = e.api().map_or("?", Api::name);
                     let why = format!("a stream capture began ({api})");
-                    s.push(derived(st::GRAPH_CAPTURE, i, e.t_ns, SetBy::ApiEvent, why), j);
+                    s.push(
+                        derived(st::GRAPH_CAPTURE, i, e.t_ns, SetBy::ApiEvent, why),
+                        j,
+                    );
                 }
                 s.open_captures += 1;
             }
@@ -293,7 +300,8 @@ pub fn derive(j: &Journal) -> Vec<StageBoundary> {
         }
     }
     if s.out.is_empty() {
-        s.out.push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
+        s.out
+            .push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
     } else {
         s.close_capture(None, j);
     }

@@ -104,7 +104,9 @@ fn a_capture_opens_graph_capture_and_the_late_bar_is_the_same_boundary() {
     // It opens at the capture itself (event 5: the begin after the torch allocation).
     assert_eq!(j.events[b[2].index].kind(), Some(Kind::CaptureBegin));
     assert!(!b[2].sampled);
-    assert!(b[2].detail.starts_with("a stream capture began (cuStreamBeginCapture_v2)"));
+    assert!(b[2]
+        .detail
+        .starts_with("a stream capture began (cuStreamBeginCapture_v2)"));
     assert!(b[2].detail.contains("the line came"), "{}", b[2].detail);
     assert_eq!(b[2].line.as_deref(), Some(BAR));
     // The bar's own record is a repeat, not a boundary.
@@ -161,7 +163,8 @@ fn plain_pytorch_captures_get_both_ends_from_the_api() {
 #[test]
 fn captures_while_profiling_serving_or_after_a_mark_open_nothing() {
     let mut j = J::new();
-    j.line("memory_profiling", "Loading model weights took 2.8884 GB").sample(60 << 30);
+    j.line("memory_profiling", "Loading model weights took 2.8884 GB")
+        .sample(60 << 30);
     j.capture(2 << 40, 2 * MIB); // V1 runner's throwaway profiling graphs
     j.line("serving", READY).sample(50 << 30);
     j.capture(3 << 40, 2 * MIB);
@@ -186,7 +189,8 @@ fn nccl_communicator_creation_opens_dist_init_only_from_startup() {
     j.alloc(2 << 40, 32 * MIB, Owner::Nccl);
     let first_nccl = j.events.len() - 1;
     j.alloc(3 << 40, 32 * MIB, Owner::Nccl);
-    j.line("weight_load", "Loading model from scratch...").sample(60 << 30);
+    j.line("weight_load", "Loading model from scratch...")
+        .sample(60 << 30);
     j.alloc(4 << 40, 32 * MIB, Owner::Nccl); // a later communicator: stays where it is
     let b = derive(&j.journal());
     assert_eq!(
@@ -204,22 +208,34 @@ fn nccl_communicator_creation_opens_dist_init_only_from_startup() {
     for kind in [Kind::Register, Kind::VmmImport] {
         let mut j = J::new();
         j.ev(kind, Api::None);
-        j.line("dist_init", "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://x:1 backend=nccl");
+        j.line(
+            "dist_init",
+            "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://x:1 backend=nccl",
+        );
         let b = derive(&j.journal());
         assert_eq!(names(&b)[1], ("dist_init", SetBy::ApiEvent), "{kind:?}");
         assert_eq!(b.len(), 2);
     }
     // The line first: the allocations belong to the stage it opened.
     let mut j = J::new();
-    j.line("dist_init", "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://x:1 backend=nccl");
+    j.line(
+        "dist_init",
+        "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://x:1 backend=nccl",
+    );
     j.alloc(2 << 40, 32 * MIB, Owner::Nccl);
-    assert_eq!(names(&derive(&j.journal()))[1], ("dist_init", SetBy::EngineLine));
+    assert_eq!(
+        names(&derive(&j.journal()))[1],
+        ("dist_init", SetBy::EngineLine)
+    );
 }
 
 #[test]
 fn model_loading_duration_starts_weight_load() {
     let mut j = J::new();
-    j.line("dist_init", "world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://x:1 backend=nccl");
+    j.line(
+        "dist_init",
+        "world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://x:1 backend=nccl",
+    );
     j.sample(79 << 30);
     for k in 0..6 {
         j.alloc((10 + k) << 40, 256 * MIB, Owner::Torch);
@@ -238,10 +254,16 @@ fn model_loading_duration_starts_weight_load() {
     );
     let rec = b[3].index;
     assert_eq!(j.events[rec].t_ns - b[2].t_ns, 2_000);
-    assert!(b[2].detail.starts_with("0.000002 s before 'Model loading took"), "{}", b[2].detail);
+    assert!(
+        b[2].detail
+            .starts_with("0.000002 s before 'Model loading took"),
+        "{}",
+        b[2].detail
+    );
     // With the begin line recorded, nothing is derived.
     let mut j = J::new();
-    j.line("weight_load", "Loading model from scratch...").sample(79 << 30);
+    j.line("weight_load", "Loading model from scratch...")
+        .sample(79 << 30);
     j.alloc(10 << 40, 256 * MIB, Owner::Torch);
     j.line("memory_profiling", LOADED).sample(78 << 30);
     assert_eq!(derive(&j.journal()).len(), 3);
@@ -268,7 +290,10 @@ fn books_balance_over_derived_boundaries() {
     assert_eq!(gc.by_owner.get(Owner::Unattributed), 0);
     assert_eq!(stage("post_capture").device_delta, 4 * MIB as i64);
     assert_eq!(stage("kv_cache").device_delta, 8 * MIB as i64);
-    assert_eq!((gc.start_set_by, gc.end_set_by), (SetBy::ApiEvent, SetBy::ApiEvent));
+    assert_eq!(
+        (gc.start_set_by, gc.end_set_by),
+        (SetBy::ApiEvent, SetBy::ApiEvent)
+    );
     let serving = stage("serving");
     assert_eq!(serving.end_set_by, SetBy::EndOfJournal);
     assert_eq!(serving.start_set_by, SetBy::EngineLine);

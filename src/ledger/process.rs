@@ -162,7 +162,11 @@ impl ProcessBooks {
     /// No device memory, no context and nothing pinned, managed or reserved: a helper process
     /// (an inductor compile worker, a tokenizer) that loaded the preload but never used CUDA.
     pub fn never_touched_gpu(&self) -> bool {
-        self.devices.is_empty() && self.apart().iter().all(|(_, lp)| lp.peak == 0 && lp.live == 0)
+        self.devices.is_empty()
+            && self
+                .apart()
+                .iter()
+                .all(|(_, lp)| lp.peak == 0 && lp.live == 0)
     }
 
     /// The books kept apart from VRAM, named as reports show them.
@@ -221,6 +225,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     let mut va = LivePeak::default();
     let mut in_block = false;
     let mut rank_tag = None;
+    let mut dist_rank: Option<u32> = None;
     let mut first_context_before: BTreeMap<i32, u64> = BTreeMap::new();
 
     let bounds = boundaries::derive(j);
@@ -246,12 +251,17 @@ pub fn replay(j: &Journal) -> ProcessBooks {
             next_bound += 1;
         }
         if kind == Some(Kind::Stage) {
-            if rank_tag.is_none() {
-                let line = e.text.split_once('\n').map(|(_, l)| l);
-                if let Some(b) = line.and_then(log::classify) {
-                    if !b.rank.is_empty() {
-                        rank_tag = Some(b.rank);
-                    }
+            let line = e.text.split_once('\n').map(|(_, l)| l);
+            if let Some(b) = line.and_then(log::classify) {
+                // The first prefix naming a rank; one naming the TP rank wins (vLLM names the
+                // worker by its TP rank only once the groups exist).
+                let upgrade =
+                    rank_tag.is_none_or(|t: log::RankTag| t.tp.is_none() && b.rank.tp.is_some());
+                if !b.rank.is_empty() && upgrade {
+                    rank_tag = Some(b.rank);
+                }
+                if b.event == log::event::DIST_INIT_BEGIN && dist_rank.is_none() {
+                    dist_rank = b.numbers.rank.and_then(|r| u32::try_from(r).ok());
                 }
             }
             if boundaries::is_repeat(&bounds, i, e) {
@@ -340,6 +350,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     let h = |k: &str| j.header.get(k).unwrap_or("").to_string();
     let rank = rank_tag
         .and_then(|r: log::RankTag| r.tp)
+        .or(dist_rank)
         .or_else(|| j.header.get("env.RANK").and_then(|v| v.parse().ok()));
     ProcessBooks {
         path: j.path.display().to_string(),

@@ -105,7 +105,11 @@ fn process(p: &ProcessBooks) -> Value {
 
 /// The whole report.
 pub fn render(run: &RunBooks) -> Value {
-    let idle: Vec<&ProcessBooks> = run.processes.iter().filter(|p| p.never_touched_gpu()).collect();
+    let idle: Vec<&ProcessBooks> = run
+        .processes
+        .iter()
+        .filter(|p| p.never_touched_gpu())
+        .collect();
     json!({
         "schema": SCHEMA,
         "processes": run.processes.iter().map(process).collect::<Vec<_>>(),

@@ -62,7 +62,11 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
         for o in REPORT_OWNERS {
             row.push_str(&format!(" {:>w$}", amount(s.by_owner.get(o), units)));
         }
-        row.push_str(&format!(" {:>w$}  {:<6}", opt(s.end_free, units), set_by(s.start_set_by)));
+        row.push_str(&format!(
+            " {:>w$}  {:<6}",
+            opt(s.end_free, units),
+            set_by(s.start_set_by)
+        ));
         if let Some(u) = s.engine.mem_usage_gib {
             let diff = s.device_delta as f64 / (1u64 << 30) as f64 - u;
             row.push_str(&format!("  mem usage={u:.2} GB ({diff:+.3} GiB)"));

@@ -92,12 +92,7 @@ fn h200_stdout_every_recognised_line() {
                 ("kv_cache_gib", 52.95),
             ],
         ),
-        (
-            Boundary,
-            st::SERVING,
-            ev::ENGINE_READY,
-            &[("time_s", 8.83)],
-        ),
+        (Boundary, st::SERVING, ev::ENGINE_READY, &[("time_s", 8.83)]),
     ];
     let text = data("engine-stdout.txt");
     let got: Vec<_> = text.lines().filter_map(classify).collect();
@@ -129,7 +124,9 @@ fn h200_stderr_capture_bars_open_the_capture() {
             (Boundary, st::GRAPH_CAPTURE, ev::CAPTURE_PROGRESS)
         );
     }
-    assert!(bars[0].text.starts_with("Capturing CUDA graphs (PIECEWISE):   0%"));
+    assert!(bars[0]
+        .text
+        .starts_with("Capturing CUDA graphs (PIECEWISE):   0%"));
 }
 
 #[test]

@@ -29,7 +29,12 @@ const fn anchors(b: u8) -> &'static [&'static [u8]] {
             b"Model loading",
             b"Maximum concurrency",
         ],
-        b'C' => &[b"Captur", b"Compiling num", b"Compile and warming", b"CUDA graph"],
+        b'C' => &[
+            b"Captur",
+            b"Compiling num",
+            b"Compile and warming",
+            b"CUDA graph",
+        ],
         b'U' => &[b"Use sliding", b"Use Sliding"],
         b'N' => &[b"NCCL", b"Not enough", b"No available memory"],
         b'D' => &[b"Disable prefill"],

@@ -9,7 +9,9 @@
 //! `kv_cache` → (`warmup`) → `graph_capture` → `post_capture` → `serving`. Must never claim a
 //! line SGLang also prints (the SGLang grammar runs first).
 
-use super::numbers::{after, f64_at, f64_before, f64_field, i64_field, u64_at, u64_field, word_field};
+use super::numbers::{
+    after, f64_at, f64_before, f64_field, i64_field, u64_at, u64_field, word_field,
+};
 use super::vocab::{event as ev, stage as st};
 use super::{Hit, LineKind};
 
@@ -130,8 +132,8 @@ fn suggestion(msg: &str) -> Option<Hit<'_>> {
     n.non_torch_gib = f64_before(r, " GiB for non-torch memory");
     n.cuda_graph_gib = f64_before(r, " GiB for CUDAGraph memory");
     n.kv_cache_memory_bytes = i64_field(r, "`--kv-cache-memory=");
-    n.kv_cache_memory_full_bytes = after(r, "requested memory, or ")
-        .and_then(|t| i64_field(t, "`--kv-cache-memory="));
+    n.kv_cache_memory_full_bytes =
+        after(r, "requested memory, or ").and_then(|t| i64_field(t, "`--kv-cache-memory="));
     n.kv_cache_gib = f64_field(r, "kv cache memory in use is ");
     Some(h)
 }
