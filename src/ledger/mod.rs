@@ -12,6 +12,7 @@
 pub mod boundaries;
 pub mod cross_rank;
 pub mod owners;
+pub mod points;
 pub mod process;
 pub mod samples;
 

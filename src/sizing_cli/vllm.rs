@@ -17,6 +17,10 @@ use vramledger_engines::sizing::vllm::{
 
 use super::inputs::{Origin, Sourced};
 
+pub mod plan;
+pub mod render;
+pub mod run;
+
 const HALF_CENTI_GIB: f64 = 0.005;
 
 /// One startup's numbers, as printed.
@@ -56,6 +60,14 @@ pub struct EngineConfig {
     pub dtype: Option<String>,
     pub kv_cache_dtype: Option<String>,
     pub utilization: Option<f64>,
+    /// `model='…'` of the engine config line (the model folder).
+    pub model: Option<String>,
+    /// `'max_model_len': N` of the non-default args.
+    pub max_model_len: Option<u64>,
+    /// `'block_size': N` of the non-default args.
+    pub block_size: Option<u64>,
+    /// `'kv_cache_memory_bytes': N` of the non-default args (profiling skipped).
+    pub kv_cache_memory_bytes: Option<u64>,
 }
 
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
@@ -79,11 +91,17 @@ impl EngineConfig {
             self.tp = field(line, "tensor_parallel_size=").and_then(|v| v.parse().ok());
             self.dtype = field(line, " dtype=").map(str::to_string);
             self.kv_cache_dtype = field(line, "kv_cache_dtype=").map(str::to_string);
+            self.model = field(line, "model=").map(str::to_string);
         }
         if line.contains("non-default args:") {
             if let Some(u) = field(line, "'gpu_memory_utilization': ") {
                 self.utilization = u.parse().ok();
             }
+            let int = |key: &str| field(line, key).and_then(|v| v.parse().ok());
+            self.max_model_len = int("'max_model_len': ").or(self.max_model_len);
+            self.block_size = int("'block_size': ").or(self.block_size);
+            self.kv_cache_memory_bytes =
+                int("'kv_cache_memory_bytes': ").or(self.kv_cache_memory_bytes);
         }
     }
 }
@@ -170,6 +188,8 @@ pub struct VllmReport {
     pub observed_source: Option<String>,
     pub reproduced: Option<bool>,
     pub notes: Vec<String>,
+    /// A run's per-worker breakdown, recommendation and what-ifs (`size RUN`).
+    pub run: Option<Box<plan::RunSizing>>,
 }
 
 fn bytes(gib: f64) -> i64 {
@@ -408,5 +428,81 @@ pub fn size(
         reproduced,
         result,
         notes,
+        run: None,
     })
+}
+
+/// `vramledger size RUN` for a vLLM run (optionally with `--log`, the engine's output).
+pub fn size_run_command(
+    args: &super::SizeArgs,
+    path: &std::path::Path,
+) -> Result<VllmReport, String> {
+    if args.mem_fraction_static.is_some() {
+        return Err(
+            "vLLM has no mem_fraction_static: use --gpu-memory-utilization for a vLLM run".into(),
+        );
+    }
+    if args.attempt.is_some_and(|a| a != 1) {
+        return Err("--attempt picks a startup of a vLLM log; a run holds one".into());
+    }
+    let log_text = match &args.log {
+        Some(p) => {
+            let bytes =
+                std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        None => None,
+    };
+    let lines = run::read(path, log_text.as_deref())?;
+    let model = run_model(args, path, lines.config.model.as_deref())?;
+    let ask = plan::RunAsk {
+        ask: VllmAsk {
+            model: &model,
+            attempt: None,
+            utilization: args.gpu_memory_utilization,
+            gpu_mem_mib: args.gpu_mem_mib,
+            block_size: args.page_size,
+            kv_cache_dtype: args.kv_cache_dtype.as_deref(),
+            tp: args.tp,
+            context_length: args.context_length,
+        },
+        margin_gib: args.margin_gib,
+        what_if_utilization: &args.what_if_gpu_memory_utilization,
+        what_if_max_model_len: &args.what_if_context_length,
+    };
+    let mut r = plan::size_run(&lines, &model, &ask)?;
+    r.notes.extend(lines.warnings.iter().cloned());
+    Ok(r)
+}
+
+/// `--model-config`, else `config.json` in the run folder, else in the logged model folder.
+fn run_model(
+    args: &super::SizeArgs,
+    run: &std::path::Path,
+    logged: Option<&str>,
+) -> Result<ModelGeometry, String> {
+    let mut candidates = Vec::new();
+    match &args.model_config {
+        Some(p) => candidates.push(p.clone()),
+        None => {
+            if run.is_dir() {
+                candidates.push(run.join("config.json"));
+            }
+            if let Some(m) = logged {
+                candidates.push(std::path::Path::new(m).join("config.json"));
+            }
+        }
+    }
+    let Some(path) = candidates
+        .iter()
+        .find(|c| args.model_config.is_some() || c.is_file())
+    else {
+        return Err(
+            "--model-config is needed: the KV bytes per token come from the model's config.json"
+                .into(),
+        );
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -85,7 +85,8 @@ pub struct Inputs {
     pub total: Bytes,
     /// `init_snapshot.free_memory` (after distributed init, before the weights).
     pub init_free: Bytes,
-    pub gpu_memory_utilization: f64,
+    /// `None` when no settings line says it: the budget is then the printed available memory.
+    pub gpu_memory_utilization: Option<f64>,
     /// `model_memory_usage`: torch's allocated bytes across the load.
     pub weights: Bytes,
     /// `torch_peak_increase`: torch's allocated peak in the profile run over its start.
@@ -207,14 +208,28 @@ pub fn check(available: i64, l: &Layout) -> Option<String> {
 /// The budget of one worker.
 pub fn budget(i: &Inputs, printed: &Printed, l: &Layout) -> Budget {
     let mut conflicts = Vec::new();
-    let requested = match i.kv_cache_memory {
-        Some(_) => Bytes::ZERO,
-        None => Bytes {
-            lo: requested(i.total.lo, i.gpu_memory_utilization),
-            hi: requested(i.total.hi, i.gpu_memory_utilization),
-        },
-    };
     let sum = i.weights.add(i.activation).add(i.non_torch);
+    let printed_available = printed.available_gib.map(Bytes::printed_gib);
+    let requested = match (i.kv_cache_memory, i.gpu_memory_utilization) {
+        (Some(_), _) => Bytes::ZERO,
+        (None, Some(u)) => Bytes {
+            lo: requested(i.total.lo, u),
+            hi: requested(i.total.hi, u),
+        },
+        // Unknown utilization: what the printed budget and the non-KV terms add up to.
+        (None, None) => {
+            let avail = printed_available.unwrap_or(Bytes {
+                lo: 0,
+                hi: i.total.hi,
+            });
+            let r = sum.add(i.cudagraph_estimate).add(avail);
+            r.meet(Bytes {
+                lo: 0,
+                hi: i.total.hi,
+            })
+            .unwrap_or(r)
+        }
+    };
     let mut non_kv = sum;
     let mut narrow = |what: &str, by: Bytes, non_kv: &mut Bytes| match non_kv.meet(by) {
         Some(b) => *non_kv = b,
@@ -226,7 +241,7 @@ pub fn budget(i: &Inputs, printed: &Printed, l: &Layout) -> Budget {
             *non_kv = by;
         }
     };
-    if i.kv_cache_memory.is_none() {
+    if i.kv_cache_memory.is_none() && i.gpu_memory_utilization.is_some() {
         if let Some(g) = printed.available_gib {
             let by = requested
                 .sub(i.cudagraph_estimate)
@@ -240,9 +255,18 @@ pub fn budget(i: &Inputs, printed: &Printed, l: &Layout) -> Budget {
             narrow("the printed --kv-cache-memory suggestion", by, &mut non_kv);
         }
     }
-    let available = match i.kv_cache_memory {
-        Some(b) => Bytes::exact(b),
-        None => requested.sub(non_kv).sub(i.cudagraph_estimate),
+    let available = match (
+        i.kv_cache_memory,
+        i.gpu_memory_utilization,
+        printed_available,
+    ) {
+        (Some(b), ..) => Bytes::exact(b),
+        (None, Some(_), _) => requested.sub(non_kv).sub(i.cudagraph_estimate),
+        (None, None, Some(p)) => p,
+        (None, None, None) => Bytes {
+            lo: 0,
+            hi: i.total.hi,
+        },
     };
     let activation = non_kv
         .sub(i.weights)

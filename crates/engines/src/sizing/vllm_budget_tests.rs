@@ -23,7 +23,7 @@ fn inputs() -> Inputs {
     Inputs {
         total: Bytes::exact(TOTAL),
         init_free: Bytes::exact(INIT_FREE),
-        gpu_memory_utilization: 0.5,
+        gpu_memory_utilization: Some(0.5),
         weights: Bytes::printed_gib(15.0),
         activation: Bytes::printed_gib(1.72),
         non_torch: Bytes::exact(NON_TORCH),
@@ -88,7 +88,7 @@ fn the_checks_and_the_smallest_utilization() {
     assert_eq!(check(512 << 20, &l), None);
     // 139.8 GiB × u − 16.95 GiB ≥ 0.5 GiB: u ≥ 0.1248 → 0.13.
     let mut i = inputs();
-    i.gpu_memory_utilization = 0.1;
+    i.gpu_memory_utilization = Some(0.1);
     let printed = Printed::default();
     let b = budget(&i, &printed, &l);
     assert!(b.error.is_some());
@@ -120,4 +120,22 @@ fn intervals() {
         ..layout()
     };
     assert_eq!(capacity(1000, &l), (15_940, 1000.0 / 251.0));
+}
+
+#[test]
+fn an_unknown_utilization_leaves_the_printed_budget() {
+    let mut i = inputs();
+    i.gpu_memory_utilization = None;
+    let printed = Printed {
+        available_gib: Some(52.95),
+        ..Printed::default()
+    };
+    let b = budget(&i, &printed, &layout());
+    assert_eq!(b.available, Bytes::printed_gib(52.95));
+    assert_eq!(b.blocks, (27_107, 27_112));
+    // requested = weights + activation + non-torch + available, within the printed terms.
+    let w = Bytes::printed_gib(15.0);
+    let a = Bytes::printed_gib(1.72);
+    let p = Bytes::printed_gib(52.95);
+    assert_eq!(b.requested.lo, w.lo + a.lo + NON_TORCH + p.lo);
 }
