@@ -210,11 +210,12 @@ fn load_begin(j: &Journal, s: &Scan, i: usize, line: &str) -> Option<StageBounda
     }
     let target = j.events[i].t_ns.saturating_sub((took * 1e9) as u64);
     let from = cur.index + 1;
+    // The stage starts at that instant; its first event is the first one at or after it.
     let k = (from..i).find(|&k| j.events[k].t_ns >= target)?;
     Some(derived(
         st::WEIGHT_LOAD,
         k,
-        j.events[k].t_ns,
+        target.max(j.events[from - 1].t_ns),
         SetBy::EngineLine,
         format!(
             "{took} s before '{}' (the duration it prints; no begin line was recorded)",
