@@ -197,7 +197,11 @@ fn recorded_vllm_gains_its_stages_on_replay() {
         ]
     );
     let stage = |n: &str| d.stages.iter().find(|s| s.name == n).unwrap();
-    let (w, gc, kv) = (stage("weight_load"), stage("graph_capture"), stage("kv_cache"));
+    let (w, gc, kv) = (
+        stage("weight_load"),
+        stage("graph_capture"),
+        stage("kv_cache"),
+    );
     assert!(!w.start_recorded && !gc.start_recorded);
     // The load began 2.121537 s before its line (within the events' spacing).
     let took = (stage("memory_profiling").start_t_ns - w.start_t_ns) as f64 / 1e9;
@@ -214,7 +218,13 @@ fn recorded_vllm_gains_its_stages_on_replay() {
     assert!(kv.by_owner.get(Owner::Torch) >= 32 * 1696 * (1 << 20));
     assert_eq!(kv.by_owner.get(Owner::Unattributed), 0);
     // The text report says what opened each stage and names the boundaries no line marked.
-    let text = vramledger::output::report_text::render(&books, vramledger::output::report_text::Units::Gib);
-    assert!(text.contains("boundaries no line marked: weight_load at 2.121537 s before"), "{text}");
+    let text = vramledger::output::report_text::render(
+        &books,
+        vramledger::output::report_text::Units::Gib,
+    );
+    assert!(
+        text.contains("boundaries no line marked: weight_load at 2.121537 s before"),
+        "{text}"
+    );
     assert!(text.contains("graph_capture at a stream capture began (cuStreamBeginCapture_v2)"));
 }

@@ -99,13 +99,24 @@ fn the_journal_alone_leaves_the_interval_the_printed_budget_allows() {
     assert_eq!((lo, hi), (27_107, 27_112)); // 52.95 ± 0.005 GiB in 2 MiB blocks
     assert!(lo <= 27_111 && 27_111 <= hi);
     assert_eq!(v["gpu_memory_utilization"], Value::Null);
-    let notes: Vec<&str> = v["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
     assert!(
         notes.iter().any(|n| n.starts_with("no settings line")),
         "a missing settings line is said: {notes:?}"
     );
     // Given the settings, the journal's numbers narrow the activation peak to the print's window.
-    let v = json(&[&run(), "--gpu-memory-utilization", "0.5", "--context-length", "4096"]);
+    let v = json(&[
+        &run(),
+        "--gpu-memory-utilization",
+        "0.5",
+        "--context-length",
+        "4096",
+    ]);
     let a = &v["run"]["ranks"][0]["inputs"]["activation_peak_bytes"];
     assert_eq!(a["source"], "derived");
     let (alo, ahi) = (a["lo"].as_f64().unwrap(), a["hi"].as_f64().unwrap());
@@ -134,7 +145,10 @@ fn what_ifs_for_utilization_and_max_model_len() {
     assert_eq!(w[0]["blocks"], serde_json::json!([55_742, 55_742]));
     assert_eq!(w[0]["error"], Value::Null);
     // 0.12: 16.78 GiB − 16.95 GiB < 0: vLLM's own error.
-    assert!(w[1]["error"].as_str().unwrap().starts_with("No available memory for the cache blocks."));
+    assert!(w[1]["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("No available memory for the cache blocks."));
     // max_model_len 131072: same blocks, 8192 blocks per request.
     assert_eq!(w[2]["blocks"], serde_json::json!([27_111, 27_111]));
     assert_eq!(w[2]["max_concurrency"][0], 27_111.0 / 8192.0);
@@ -161,10 +175,30 @@ fn an_unknown_engine_line_changes_nothing() {
 #[test]
 fn bad_input_is_exit_2() {
     for (args, says) in [
-        (vec![run(), "--mem-fraction-static".into(), "0.8".into()], "no mem_fraction_static"),
-        (vec![run(), "--what-if-gpu-memory-utilization".into(), "1.5".into()], "outside (0, 1]"),
-        (vec![run(), "--log".into(), "/nonexistent/engine.log".into()], "cannot read"),
-        (vec![run(), "--model-config".into(), "/nonexistent/config.json".into()], "cannot read"),
+        (
+            vec![run(), "--mem-fraction-static".into(), "0.8".into()],
+            "no mem_fraction_static",
+        ),
+        (
+            vec![
+                run(),
+                "--what-if-gpu-memory-utilization".into(),
+                "1.5".into(),
+            ],
+            "outside (0, 1]",
+        ),
+        (
+            vec![run(), "--log".into(), "/nonexistent/engine.log".into()],
+            "cannot read",
+        ),
+        (
+            vec![
+                run(),
+                "--model-config".into(),
+                "/nonexistent/config.json".into(),
+            ],
+            "cannot read",
+        ),
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (rc, out, err) = size(&args);

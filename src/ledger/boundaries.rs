@@ -16,7 +16,8 @@
 //!
 //! API events never override an explicit mark or a rule-file stage. A stage record that repeats
 //! the stage an API event already opened (the line arrived later, e.g. a tqdm bar without a
-//! newline) is the same boundary, not a new one. Every consumer of stage spans (the books, the
+//! newline) is the same boundary, not a new one; so is an engine line repeating the stage an
+//! engine line opened (another rank's prefix in the same process). Every consumer of stage spans (the books, the
 //! snapshot, the HTML timeline) reads them from [`derive`], so they agree by construction.
 
 use vramledger_engines::log::{self, event as ev, stage as st};
@@ -242,6 +243,13 @@ pub fn derive(j: &Journal) -> Vec<StageBoundary> {
                 continue;
             }
             let cur = s.current();
+            if cur.set_by == SetBy::EngineLine
+                && rec.set_by == SetBy::EngineLine
+                && rec.name == cur.name
+            {
+                // Another rank's line (its own tracker) entering the stage this process is in.
+                continue;
+            }
             if cur.set_by == SetBy::ApiEvent && rec.name == cur.name {
                 // The line of a boundary an API event already set: the same boundary.
                 let late_ms = rec.t_ns.saturating_sub(cur.t_ns) as f64 / 1e6;

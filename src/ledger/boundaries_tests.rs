@@ -298,3 +298,23 @@ fn books_balance_over_derived_boundaries() {
     assert_eq!(serving.end_set_by, SetBy::EndOfJournal);
     assert_eq!(serving.start_set_by, SetBy::EngineLine);
 }
+
+#[test]
+fn another_ranks_line_for_the_current_stage_is_no_boundary() {
+    let mut j = J::new();
+    j.line("kv_cache", AVAILABLE).sample(60 << 30);
+    j.line("kv_cache", "(EngineCore pid=7) INFO 12-01 09:43:35 [kv_cache_utils.py:2177] GPU KV cache size: 433,776 tokens");
+    j.sample(59 << 30);
+    // Explicit marks repeat on purpose: each is a stage of its own.
+    j.stage("step", Api::VramledgerStage, None).sample(58 << 30);
+    j.stage("step", Api::VramledgerStage, None).sample(57 << 30);
+    let b = derive(&j.journal());
+    let got: Vec<&str> = b.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(got, ["startup", "kv_cache", "step", "step"]);
+    let rec = j
+        .events
+        .iter()
+        .position(|e| e.text.contains("GPU KV cache size"))
+        .unwrap();
+    assert!(is_repeat(&b, rec, &j.events[rec]));
+}

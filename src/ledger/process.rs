@@ -155,6 +155,8 @@ pub struct ProcessBooks {
     pub host_pinned: LivePeak,
     pub managed: LivePeak,
     pub virtual_reserved: LivePeak,
+    /// Peer memory mapped here (IPC opens, VMM imports: another process's or device's bytes).
+    pub peer_imported: LivePeak,
     pub events: usize,
 }
 
@@ -170,11 +172,12 @@ impl ProcessBooks {
     }
 
     /// The books kept apart from VRAM, named as reports show them.
-    pub fn apart(&self) -> [(&'static str, LivePeak); 3] {
+    pub fn apart(&self) -> [(&'static str, LivePeak); 4] {
         [
             ("host pinned", self.host_pinned),
             ("managed", self.managed),
             ("VA reserved (virtual only)", self.virtual_reserved),
+            ("peer memory mapped (IPC/VMM imports)", self.peer_imported),
         ]
     }
 }
@@ -223,6 +226,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     let mut host = LivePeak::default();
     let mut managed = LivePeak::default();
     let mut va = LivePeak::default();
+    let mut peer = LivePeak::default();
     let mut in_block = false;
     let mut rank_tag = None;
     let mut dist_rank: Option<u32> = None;
@@ -315,6 +319,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
             }
             MemKind::HostPinned => bump(&mut host, delta.bytes),
             MemKind::Managed => bump(&mut managed, delta.bytes),
+            MemKind::Peer => bump(&mut peer, delta.bytes),
             _ => {}
         }
         if matches!(kind, Some(Kind::VaReserve | Kind::VaFree)) {
@@ -366,6 +371,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         host_pinned: host,
         managed,
         virtual_reserved: va,
+        peer_imported: peer,
         events: j.events.len(),
     }
 }

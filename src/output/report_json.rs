@@ -99,6 +99,7 @@ fn process(p: &ProcessBooks) -> Value {
         "host_pinned": live_peak(&p.host_pinned),
         "managed": live_peak(&p.managed),
         "virtual_reserved": live_peak(&p.virtual_reserved),
+        "peer_imported": live_peak(&p.peer_imported),
         "touched_gpu": !p.never_touched_gpu(),
     })
 }

@@ -259,7 +259,7 @@ fn worker(j: &Journal) -> Option<Worker> {
             let kinds =
                 |want: Kind| (start..stop).filter(move |&i| j.events[i].kind() == Some(want));
             let first_begin = kinds(Kind::CaptureBegin).next()?;
-            let last_end = kinds(Kind::CaptureEnd).last()?;
+            let last_end = kinds(Kind::CaptureEnd).next_back()?;
             Some((before(first_begin)?, after(last_end)?))
         });
     let captured_while_profiling = match (profiling, kv) {

@@ -46,20 +46,6 @@ impl Bytes {
         self.lo == self.hi
     }
 
-    pub fn add(self, o: Bytes) -> Bytes {
-        Bytes {
-            lo: self.lo.saturating_add(o.lo),
-            hi: self.hi.saturating_add(o.hi),
-        }
-    }
-
-    pub fn sub(self, o: Bytes) -> Bytes {
-        Bytes {
-            lo: self.lo.saturating_sub(o.hi),
-            hi: self.hi.saturating_sub(o.lo),
-        }
-    }
-
     /// The common part, `None` when they do not meet.
     pub fn meet(self, o: Bytes) -> Option<Bytes> {
         let b = Bytes {
@@ -74,6 +60,27 @@ impl Bytes {
         Bytes {
             lo: f(self.lo),
             hi: f(self.hi),
+        }
+    }
+}
+
+impl std::ops::Add for Bytes {
+    type Output = Bytes;
+    fn add(self, o: Bytes) -> Bytes {
+        Bytes {
+            lo: self.lo.saturating_add(o.lo),
+            hi: self.hi.saturating_add(o.hi),
+        }
+    }
+}
+
+/// The interval of `a − b` for any `a` in `self` and `b` in `o`.
+impl std::ops::Sub for Bytes {
+    type Output = Bytes;
+    fn sub(self, o: Bytes) -> Bytes {
+        Bytes {
+            lo: self.lo.saturating_sub(o.hi),
+            hi: self.hi.saturating_sub(o.lo),
         }
     }
 }
@@ -208,7 +215,7 @@ pub fn check(available: i64, l: &Layout) -> Option<String> {
 /// The budget of one worker.
 pub fn budget(i: &Inputs, printed: &Printed, l: &Layout) -> Budget {
     let mut conflicts = Vec::new();
-    let sum = i.weights.add(i.activation).add(i.non_torch);
+    let sum = i.weights + i.activation + i.non_torch;
     let printed_available = printed.available_gib.map(Bytes::printed_gib);
     let requested = match (i.kv_cache_memory, i.gpu_memory_utilization) {
         (Some(_), _) => Bytes::ZERO,
@@ -222,7 +229,7 @@ pub fn budget(i: &Inputs, printed: &Printed, l: &Layout) -> Budget {
                 lo: 0,
                 hi: i.total.hi,
             });
-            let r = sum.add(i.cudagraph_estimate).add(avail);
+            let r = sum + i.cudagraph_estimate + avail;
             r.meet(Bytes {
                 lo: 0,
                 hi: i.total.hi,
@@ -243,15 +250,11 @@ pub fn budget(i: &Inputs, printed: &Printed, l: &Layout) -> Budget {
     };
     if i.kv_cache_memory.is_none() && i.gpu_memory_utilization.is_some() {
         if let Some(g) = printed.available_gib {
-            let by = requested
-                .sub(i.cudagraph_estimate)
-                .sub(Bytes::printed_gib(g));
+            let by = requested - i.cudagraph_estimate - Bytes::printed_gib(g);
             narrow("the printed 'Available KV cache memory'", by, &mut non_kv);
         }
         if let (Some(s), Some(cg)) = (printed.suggestion_bytes, i.cudagraph) {
-            let by = requested
-                .sub(Bytes::exact(SUGGESTION_BUFFER_BYTES + s))
-                .sub(cg);
+            let by = requested - Bytes::exact(SUGGESTION_BUFFER_BYTES + s) - cg;
             narrow("the printed --kv-cache-memory suggestion", by, &mut non_kv);
         }
     }
@@ -261,30 +264,19 @@ pub fn budget(i: &Inputs, printed: &Printed, l: &Layout) -> Budget {
         printed_available,
     ) {
         (Some(b), ..) => Bytes::exact(b),
-        (None, Some(_), _) => requested.sub(non_kv).sub(i.cudagraph_estimate),
+        (None, Some(_), _) => requested - non_kv - i.cudagraph_estimate,
         (None, None, Some(p)) => p,
         (None, None, None) => Bytes {
             lo: 0,
             hi: i.total.hi,
         },
     };
-    let activation = non_kv
-        .sub(i.weights)
-        .sub(i.non_torch)
+    let activation = (non_kv - i.weights - i.non_torch)
         .meet(i.activation)
         .unwrap_or(i.activation);
-    let suggestion = i.cudagraph.map(|cg| {
-        requested
-            .sub(non_kv)
-            .sub(cg)
-            .sub(Bytes::exact(SUGGESTION_BUFFER_BYTES))
-    });
-    let suggestion_full = i.cudagraph.map(|cg| {
-        i.init_free
-            .sub(non_kv)
-            .sub(cg)
-            .sub(Bytes::exact(SUGGESTION_BUFFER_BYTES))
-    });
+    let buffer = Bytes::exact(SUGGESTION_BUFFER_BYTES);
+    let suggestion = i.cudagraph.map(|cg| requested - non_kv - cg - buffer);
+    let suggestion_full = i.cudagraph.map(|cg| i.init_free - non_kv - cg - buffer);
     let b = (blocks(available.lo, l), blocks(available.hi, l));
     let (t_lo, c_lo) = capacity(b.0, l);
     let (t_hi, c_hi) = capacity(b.1, l);

@@ -110,7 +110,7 @@ fn intervals() {
     assert_eq!(g.hi - g.lo, 10_737_418);
     assert!(g.meet(Bytes::exact(16 << 30)).is_none());
     assert_eq!(
-        Bytes::exact(5).sub(Bytes { lo: 1, hi: 2 }),
+        Bytes::exact(5) - Bytes { lo: 1, hi: 2 },
         Bytes { lo: 3, hi: 4 }
     );
     assert_eq!(capacity(27_111, &layout()).0, 433_776);
