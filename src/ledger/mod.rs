@@ -14,6 +14,7 @@ pub mod cross_rank;
 pub mod owners;
 pub mod points;
 pub mod process;
+pub mod rank;
 pub mod samples;
 
 use crate::journal::Journal;

@@ -182,15 +182,8 @@ impl ProcessBooks {
     }
 }
 
-struct Span {
-    name: String,
-    index: usize,
-    t_ns: u64,
-    line: Option<String>,
-    set_by: SetBy,
-    detail: String,
-    recorded: bool,
-}
+/// A stage span: from its boundary to the next.
+type Span = boundaries::StageBoundary;
 
 /// Per-device running state during the replay.
 #[derive(Default)]
@@ -228,8 +221,6 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     let mut va = LivePeak::default();
     let mut peer = LivePeak::default();
     let mut in_block = false;
-    let mut rank_tag = None;
-    let mut dist_rank: Option<u32> = None;
     let mut first_context_before: BTreeMap<i32, u64> = BTreeMap::new();
 
     let bounds = boundaries::derive(j);
@@ -238,15 +229,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     for (i, e) in j.events.iter().enumerate() {
         let kind = e.kind();
         while let Some(b) = bounds.get(next_bound).filter(|b| b.index == i) {
-            spans.push(Span {
-                name: b.name.clone(),
-                index: i,
-                t_ns: b.t_ns,
-                line: b.line.clone(),
-                set_by: b.set_by,
-                detail: b.detail.clone(),
-                recorded: b.sampled,
-            });
+            spans.push(b.clone());
             for d in devs.values_mut() {
                 d.by_owner.resize(spans.len(), OwnerBytes::default());
                 d.boundary.resize(spans.len(), None);
@@ -255,19 +238,6 @@ pub fn replay(j: &Journal) -> ProcessBooks {
             next_bound += 1;
         }
         if kind == Some(Kind::Stage) {
-            let line = e.text.split_once('\n').map(|(_, l)| l);
-            if let Some(b) = line.and_then(log::classify) {
-                // The first prefix naming a rank; one naming the TP rank wins (vLLM names the
-                // worker by its TP rank only once the groups exist).
-                let upgrade =
-                    rank_tag.is_none_or(|t: log::RankTag| t.tp.is_none() && b.rank.tp.is_some());
-                if !b.rank.is_empty() && upgrade {
-                    rank_tag = Some(b.rank);
-                }
-                if b.event == log::event::DIST_INIT_BEGIN && dist_rank.is_none() {
-                    dist_rank = b.numbers.rank.and_then(|r| u32::try_from(r).ok());
-                }
-            }
             if boundaries::is_repeat(&bounds, i, e) {
                 in_block = false;
             }
@@ -328,16 +298,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         }
     }
     if spans.is_empty() {
-        let b = &bounds[0];
-        spans.push(Span {
-            name: b.name.clone(),
-            index: 0,
-            t_ns: b.t_ns,
-            line: None,
-            set_by: b.set_by,
-            detail: b.detail.clone(),
-            recorded: b.sampled,
-        });
+        spans.push(bounds[0].clone());
     }
 
     let devices = devs
@@ -353,6 +314,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         })
         .collect();
     let h = |k: &str| j.header.get(k).unwrap_or("").to_string();
+    let (rank_tag, dist_rank) = super::rank::rank_of(j);
     let rank = rank_tag
         .and_then(|r: log::RankTag| r.tp)
         .or(dist_rank)
@@ -478,7 +440,7 @@ fn device_books(
             start_detail: span.detail.clone(),
             end_set_by: next.map_or(SetBy::EndOfJournal, |n| n.set_by),
             end_detail: next.map_or_else(String::new, |n| n.detail.clone()),
-            start_recorded: span.recorded,
+            start_recorded: span.sampled,
         });
     }
     let mut modules: Vec<ModuleRow> = d.modules.into_values().collect();
