@@ -17,6 +17,7 @@ pub mod diff;
 pub mod journal;
 pub mod ledger;
 pub mod output;
+pub mod python_boot;
 pub mod report_file;
 pub mod report_input;
 pub mod run;

@@ -5,7 +5,8 @@
 //! - [`boundaries`]: where each stage starts, and what set it (line, API event, mark, rule);
 //! - [`samples`]: free memory at any point, from readings and hooked movement between them;
 //! - [`cross_rank`]: the minimum free memory per stage across ranks and SGLang's imbalance rule;
-//! - [`owners`]: bytes per owner.
+//! - [`owners`]: bytes per owner;
+//! - [`pools`]: PyTorch's pools by id, checked against torch's own snapshot.
 //!
 //! Pure data in, pure data out: no file is read here (see [`crate::journal`]).
 
@@ -13,6 +14,7 @@ pub mod boundaries;
 pub mod cross_rank;
 pub mod owners;
 pub mod points;
+pub mod pools;
 pub mod process;
 pub mod rank;
 pub mod samples;

@@ -158,6 +158,8 @@ pub struct ProcessBooks {
     /// Peer memory mapped here (IPC opens, VMM imports: another process's or device's bytes).
     pub peer_imported: LivePeak,
     pub events: usize,
+    /// PyTorch's pools by id, and torch's own snapshot against the books.
+    pub torch_pools: super::pools::TorchPools,
 }
 
 impl ProcessBooks {
@@ -335,6 +337,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         virtual_reserved: va,
         peer_imported: peer,
         events: j.events.len(),
+        torch_pools: super::pools::replay(j),
     }
 }
 

@@ -101,6 +101,7 @@ fn process(p: &ProcessBooks) -> Value {
         "virtual_reserved": live_peak(&p.virtual_reserved),
         "peer_imported": live_peak(&p.peer_imported),
         "touched_gpu": !p.never_touched_gpu(),
+        "torch_pools": super::pools_report::json(&p.torch_pools),
     })
 }
 

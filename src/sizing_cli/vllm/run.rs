@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use vramledger_engines::log::{self, event as ev, stage as st, Boundary, Engine};
+use vramledger_engines::log::{self, event as ev, settings, stage as st, Boundary, Engine};
 use vramledger_engines::sizing::vllm_budget::{Bytes, Printed};
 use vramledger_format::{Api, Kind, Owner};
 
@@ -367,10 +367,24 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
     for f in files {
         match journal::read(&f) {
             Ok(j) => {
-                for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
-                    if let Some((_, l)) = e.text.split_once('\n') {
-                        out.observe_config(l);
+                let mut parts = settings::Assembler::default();
+                let mut recorded = Vec::new();
+                for e in &j.events {
+                    match e.kind() {
+                        Some(Kind::Stage) => {
+                            if let Some((_, l)) = e.text.split_once('\n') {
+                                out.observe_config(l);
+                            }
+                        }
+                        Some(Kind::Warning) if e.api() == Some(Api::VramledgerSettings) => {
+                            recorded.extend(parts.push(&e.text))
+                        }
+                        _ => {}
                     }
+                }
+                recorded.extend(parts.finish());
+                for a in recorded {
+                    out.observe_settings(&a);
                 }
                 if let Some(w) = worker(&j) {
                     out.workers.push(w);
@@ -413,8 +427,32 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
 }
 
 impl RunLines {
-    /// The settings lines: the engine config and the non-default args (one small function, so
-    /// that a settings record in the journal can feed it too).
+    /// A settings record of the journal (the engine config, the non-default args, the model
+    /// folder), as the tap kept it.
+    fn observe_settings(&mut self, a: &settings::Assembled) {
+        match a.kind {
+            settings::SettingsKind::VllmNonDefaultArgs
+            | settings::SettingsKind::VllmEngineConfig => self.observe_config(&a.line),
+            settings::SettingsKind::ModelPath if self.config.model.is_none() => {
+                self.config.model = Some(a.line.trim().to_string())
+            }
+            _ => {}
+        }
+        if a.cut || a.incomplete {
+            self.warnings.push(format!(
+                "a recorded {} line is {}: the settings after its end are unknown",
+                a.kind.name(),
+                if a.cut {
+                    "cut at 64 KiB"
+                } else {
+                    "missing parts"
+                }
+            ));
+        }
+    }
+
+    /// The settings lines: the engine config and the non-default args (from the journal's
+    /// settings records or a log).
     fn observe_config(&mut self, line: &str) {
         if line.contains(" LLM engine (v") || line.contains("non-default args:") {
             self.settings_seen = true;
