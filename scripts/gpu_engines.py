@@ -79,7 +79,12 @@ def check(argv):
     c("same num_gpu_blocks", pb == hb, "%s / %s" % (pb, hb))
     with open(args["--report"]) as f:
         report = json.load(f)
-    workers = [p for p in report["processes"] if p["devices"]]
+    # Workers load weights; another process may hold only a CUDA context (the EngineCore).
+    workers = [p for p in report["processes"]
+               if any(s["name"] == "weight_load" for d in p["devices"] for s in d["stages"])]
+    others = [p["pid"] for p in report["processes"] if p["devices"] and p not in workers]
+    if others:
+        print("INFO processes with device memory but no weights: %s" % others)
     c("GPU processes", len(workers) >= tp, "%d with device memory (tp %d)" % (len(workers), tp))
     for p in workers:
         who = "pid %s rank %s" % (p["pid"], p["rank"])

@@ -228,3 +228,36 @@ fn size_run_agrees_with_the_blocks_of_both_ranks() {
     assert!(limited.starts_with("rank 1"), "{limited}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn size_run_reads_the_recorded_settings_without_a_log() {
+    // The tap keeps vLLM's engine-config and non-default-args lines as settings records: the
+    // journals alone give tp, gpu_memory_utilization and max_model_len.
+    let (dir, _stdout, results) = run_tp2("settings");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramledger"))
+        .arg("size")
+        .arg(dir.join("run"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gpu_memory_utilization"]["value"], 0.5);
+    assert_eq!(v["gpu_memory_utilization"]["source"], "logged");
+    assert_eq!(v["settings"]["tp"]["value"], 2);
+    assert_eq!(v["settings"]["max_model_len"]["value"], 4096);
+    assert_eq!(v["run"]["settings_line"], true);
+    // Without the after-capture summary the printed available memory bounds the blocks.
+    let agreed = results[0]["num_gpu_blocks"].as_i64().unwrap();
+    let b = &v["blocks_bounds"];
+    assert!(
+        b[0].as_i64().unwrap() <= agreed && agreed <= b[1].as_i64().unwrap(),
+        "{b}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

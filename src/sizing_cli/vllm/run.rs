@@ -233,10 +233,11 @@ fn worker(j: &Journal) -> Option<Worker> {
     let readings = program_readings(j, device);
     let before = |at: usize| readings.iter().rev().find(|r| r.index < at).copied();
     let after = |at: usize| readings.iter().find(|r| r.index > at).copied();
-    let load = first(&bounds, st::WEIGHT_LOAD).or_else(|| first(&bounds, st::MEMORY_PROFILING));
+    // A worker loads weights; a process with only a context (the EngineCore of TP > 1) is not.
+    let load = first(&bounds, st::WEIGHT_LOAD).or_else(|| first(&bounds, st::MEMORY_PROFILING))?;
     let profiling = first(&bounds, st::MEMORY_PROFILING);
     let kv = first(&bounds, st::KV_CACHE);
-    let init = load.and_then(|b| before(b.index));
+    let init = before(load.index);
     let after_profile = kv.and_then(|k| before(k.index)).filter(|r| {
         profiling.is_some_and(|p| r.index > p.index) && init.is_some_and(|i| r.index > i.index)
     });
@@ -272,7 +273,7 @@ fn worker(j: &Journal) -> Option<Worker> {
     for r in [init, after_profile].into_iter().flatten() {
         at.push(r.index);
     }
-    let weight_span = load.filter(|b| b.name == st::WEIGHT_LOAD).map(|b| b.index);
+    let weight_span = (load.name == st::WEIGHT_LOAD).then_some(load.index);
     if let (Some(w), Some(p)) = (weight_span, profiling) {
         at.push(w);
         at.push(p.index);
@@ -386,8 +387,19 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
                 for a in recorded {
                     out.observe_settings(&a);
                 }
-                if let Some(w) = worker(&j) {
-                    out.workers.push(w);
+                match worker(&j) {
+                    Some(w) => out.workers.push(w),
+                    // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
+                    None => {
+                        for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
+                            let line = e.text.split_once('\n').map(|(_, l)| l);
+                            if let Some(b) = line.and_then(log::classify) {
+                                if b.engine == Engine::Vllm {
+                                    out.global.observe(&b);
+                                }
+                            }
+                        }
+                    }
                 }
             }
             Err(e) => out.warnings.push(e.to_string()),
