@@ -5,6 +5,8 @@
 //! zero head word) or a torn record (bad checksum) is skipped with a warning, and reading
 //! resumes at the next committed record; what can be read is always returned.
 
+pub mod follow;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};

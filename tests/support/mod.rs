@@ -41,6 +41,15 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("dlsym_probe", &[]),
     ("fork_driver", &[]),
     ("stdio_lines", &[]),
+    (
+        "vllm_tp_like",
+        &[
+            "libc10_cuda.so",
+            "libcudart.so.13",
+            "libnccl.so.2",
+            "libcublas.so.13",
+        ],
+    ),
 ];
 
 /// Executables built from another source or with other flags: (name, source, compiler, flags).
