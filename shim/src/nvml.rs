@@ -7,7 +7,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use crate::entry::real;
+use crate::real;
 
 /// One NVML reading.
 #[derive(Debug, Clone, Copy)]

@@ -24,7 +24,8 @@ use std::ffi::{c_char, c_void, CStr};
 
 use vramledger_format::Api;
 
-use super::{exports, real};
+use super::exports;
+use crate::real;
 
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]

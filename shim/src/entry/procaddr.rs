@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use vramledger_format::Api;
 
-use super::{exports, real};
+use super::exports;
 use crate::ffi::*;
 use crate::guard;
-use crate::hooks::{missing, real};
+use crate::hooks::forward::forward;
+use crate::real;
 
 type GpaV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 type GpaV2 =
@@ -89,11 +90,9 @@ pub unsafe extern "C" fn cuGetProcAddress(
     flags: u64,
 ) -> CUresult {
     let api = Api::cuGetProcAddress;
-    let Some(f) = real!(api, GpaV1) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(symbol, pfn, version, flags) };
+    let rc = forward!(api, GpaV1, symbol, pfn, version, flags);
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc
@@ -108,11 +107,9 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     status: *mut c_int,
 ) -> CUresult {
     let api = Api::cuGetProcAddress_v2;
-    let Some(f) = real!(api, GpaV2) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(symbol, pfn, version, flags, status) };
+    let rc = forward!(api, GpaV2, symbol, pfn, version, flags, status);
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc

@@ -84,7 +84,7 @@ unsafe fn absorb(info: *mut libc::siginfo_t) -> bool {
     if info.si_code != libc::SI_TKILL || unsafe { info.si_pid() } != unsafe { libc::getpid() } {
         return false;
     }
-    let Some(size) = super::file_size() else {
+    let Some(size) = super::state::file_size() else {
         return false;
     };
     if size >= chunks::RESERVED_END.load(Ordering::Acquire) {
@@ -139,7 +139,7 @@ fn replace_chunks(pick: impl Fn(usize) -> bool) -> usize {
     }
     if n > 0 {
         FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
-        super::fail_from_signal();
+        super::state::fail_from_signal();
     }
     n
 }

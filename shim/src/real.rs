@@ -1,5 +1,6 @@
 //! Where the real functions are: the real `dlsym`, the real driver library, and one real
-//! pointer per hooked entry point.
+//! pointer per hooked entry point. On the ground floor: every hook, the recorder and the
+//! entry points read it; it reads nothing of vramledger.
 //!
 //! Everything here is lock-free and idempotent: two threads resolving at once compute
 //! the same answers and store them with compare-and-swap, so nothing ever waits (a wait
@@ -57,9 +58,10 @@ pub fn known(api: Api) -> usize {
     REAL[api as usize % SLOTS].load(Ordering::Acquire)
 }
 
-/// Offers `ptr` as the real `api`. True when it is (now or already) the real one.
+/// Offers `ptr` as the real `api` (never one of vramledger's own hooks: the caller checks).
+/// True when it is (now or already) the real one.
 pub fn offer(api: Api, ptr: usize) -> bool {
-    if ptr == 0 || ptr == super::exports::hook_addr(api) {
+    if ptr == 0 {
         return false;
     }
     let slot = &REAL[api as usize % SLOTS];
