@@ -94,6 +94,49 @@ impl Journal {
     pub fn pid(&self) -> Option<u32> {
         self.header.get("pid")?.parse().ok()
     }
+
+    /// How the driver named CUDA device `device` (its `device` record, written once per
+    /// device the process used), if the journal holds it.
+    pub fn device_identity(&self, device: i32) -> Option<DeviceIdentity> {
+        let e = self
+            .events
+            .iter()
+            .find(|e| e.kind() == Some(Kind::Device) && e.device == device)?;
+        let field = |key: &str| {
+            e.text
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(str::to_string)
+                .filter(|v| !v.is_empty())
+        };
+        Some(DeviceIdentity {
+            uuid: field("uuid="),
+            pci_bus_id: field("pci_bus_id="),
+        })
+    }
+
+    /// The engine's own log lines the journal keeps, in file order: the line of each stage
+    /// record the tap wrote, and each engine line that carries sizing numbers without
+    /// changing the stage (vLLM's `GPU KV cache size`, `Maximum concurrency`, the
+    /// `--kv-cache-memory=` summary).
+    pub fn engine_lines(&self) -> impl Iterator<Item = &str> {
+        self.events.iter().filter_map(|e| match e.kind() {
+            Some(Kind::Stage) => e.text.split_once('\n').map(|(_, l)| l),
+            Some(Kind::Warning) if e.api == vramledger_format::Api::VramledgerEngineLine as u16 => {
+                Some(e.text.as_str())
+            }
+            _ => None,
+        })
+    }
+}
+
+/// A device as the driver names it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceIdentity {
+    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as `nvidia-smi -L` prints it.
+    pub uuid: Option<String>,
+    /// `0000:19:00.0`, as NVML and `nvidia-smi` spell it.
+    pub pci_bus_id: Option<String>,
 }
 
 /// Reads a journal file.
