@@ -648,3 +648,50 @@ fn a_journal_closed_at_exit_is_sealed_and_cut_to_its_size() {
         raw.len()
     );
 }
+
+/// Through the runtime the shim walks past libcudart to the caller: the slow way for the first
+/// calls of a call path, then by the frame sizes it learned. Every one of 600 allocations
+/// interleaved from two callers of the same runtime entry point is owned by the right one.
+#[test]
+fn the_walk_past_the_runtime_finds_each_caller_every_time() {
+    let (out, js) = traced("rt_mix", &["300"], &[("VRAMLEDGER_DEBUG", "1")], "rt-mix");
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("rt_mix: 300 rounds ok");
+    // The first calls of each path unwind; the rest walk by the sizes learned.
+    let walks = out
+        .stderr
+        .lines()
+        .find_map(|l| l.split("walks past the runtime: ").nth(1))
+        .unwrap_or_else(|| panic!("no walk count\n{}", out.dump()));
+    let n = |word: &str| -> u64 {
+        walks
+            .split(", ")
+            .find(|p| p.contains(word))
+            .and_then(|p| p.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    assert!(n("unwound") <= 10, "{walks}");
+    assert!(n("learned") >= 590, "{walks}");
+    let j = only(js);
+    let allocs: Vec<(String, Owner, u64)> = made(&j)
+        .into_iter()
+        .filter(|m| m.3 == Kind::Alloc)
+        .map(|m| (m.0, m.1, m.2))
+        .collect();
+    assert_eq!(allocs.len(), 600);
+    for (i, pair) in allocs.chunks(2).enumerate() {
+        assert_eq!(
+            (pair[0].0.as_str(), pair[0].1, pair[0].2),
+            ("libc10_cuda.so", Owner::Torch, 2 * MIB),
+            "round {i}"
+        );
+        assert_eq!(
+            (pair[1].0.as_str(), pair[1].1, pair[1].2),
+            ("rt_mix", Owner::Direct, 4 * MIB),
+            "round {i}"
+        );
+    }
+    let books = replay(&j);
+    assert_eq!(books.unknown_frees, 0);
+}

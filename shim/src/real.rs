@@ -116,11 +116,17 @@ pub fn handle_of(addr: usize) -> *mut c_void {
 }
 
 /// A driver function vramledger calls for itself (not hooked), e.g. `cuCtxGetDevice`.
+#[inline]
 pub fn driver_fn(name: &CStr, cache: &AtomicUsize) -> usize {
     let p = cache.load(Ordering::Acquire);
     if p != 0 {
         return p;
     }
+    driver_fn_slow(name, cache)
+}
+
+#[cold]
+fn driver_fn_slow(name: &CStr, cache: &AtomicUsize) -> usize {
     let h = libcuda();
     if h.is_null() {
         return 0;
@@ -133,11 +139,17 @@ pub fn driver_fn(name: &CStr, cache: &AtomicUsize) -> usize {
 /// The real pointer for a hooked entry point, resolving it if needed: from the driver
 /// library for `cu*`, from the next object after vramledger (or the caller's own
 /// dependencies) for NCCL.
+#[inline(always)]
 pub fn resolve(api: Api) -> usize {
     let p = known(api);
     if p != 0 {
         return p;
     }
+    resolve_slow(api)
+}
+
+#[cold]
+fn resolve_slow(api: Api) -> usize {
     let Ok(name) = CString::new(api.name()) else {
         return 0;
     };

@@ -132,19 +132,19 @@ pub fn attribute(t: &Thread, e: &mut Event, vmm: bool) {
 /// Records an event (after the call it describes). Records about existing memory (maps,
 /// retains) get its owner and device from the live books.
 #[inline]
-pub fn emit_on(t: Option<&Thread>, mut e: Event, text: &[u8]) {
+pub fn emit_on(t: Option<&Thread>, e: &mut Event, text: &[u8]) {
     if !ensure() {
         return;
     }
     e.t_ns = e.t_ns.max(journal::state::START_MONO.load(Ordering::Relaxed));
-    books::book(&mut e);
+    books::book(e);
     name_device(e.device);
-    journal::append_event(t, &e, text);
+    journal::append_event(t, e, text);
 }
 
-/// [`emit_on`] without the calling thread's state at hand.
+/// [`emit_on`] without the calling thread's state at hand (`e` itself stays as it is).
 pub fn emit(e: &Event, text: &[u8]) {
-    emit_on(None, e.clone(), text);
+    emit_on(None, &mut e.clone(), text);
 }
 
 /// Writes `e` as it is (no books, no device record).

@@ -6,23 +6,13 @@ use std::cell::Cell;
 use vramledger_format::compact::Template;
 
 /// Templates a thread remembers (an allocating thread mostly alternates two or three).
-const REMEMBERED: usize = 4;
+const REMEMBERED: usize = 8;
 
-/// A remembered template: the journal generation it was defined in, its id, the template.
-type Remembered = (u32, u32, Template);
+/// A remembered template: its key (`Template::key`), then the journal generation it was
+/// defined in and its id in one word.
+type Remembered = ([u64; 4], u64);
 
-const NONE: Remembered = (u32::MAX, 0, Template {
-    kind: 0,
-    api: 0,
-    tid: 0,
-    device: 0,
-    stage: 0,
-    module: 0,
-    owner: 0,
-    mem: 0,
-    result: 0,
-    flags: 0,
-});
+const NONE: Remembered = ([0; 4], u64::MAX);
 
 /// One thread's state.
 pub struct Thread {
@@ -40,7 +30,12 @@ pub struct Thread {
     /// The highest address of this thread's stack (0: not asked yet, 1: unknown).
     stack_top: Cell<usize>,
     templates: [Cell<Remembered>; REMEMBERED],
-    next: Cell<usize>,
+}
+
+/// Where a thread remembers template `t`.
+#[inline]
+fn place(t: &Template) -> usize {
+    (t.kind as usize ^ (t.api as usize).rotate_left(1)) % REMEMBERED
 }
 
 thread_local! {
@@ -54,7 +49,6 @@ thread_local! {
             tid: Cell::new(0),
             stack_top: Cell::new(0),
             templates: [const { Cell::new(NONE) }; REMEMBERED],
-            next: Cell::new(0),
         }
     };
 }
@@ -99,18 +93,15 @@ impl Thread {
     /// The id of `t` in journal `generation`, if this thread used it lately.
     #[inline]
     pub fn template(&self, generation: u32, t: &Template) -> Option<u32> {
-        self.templates.iter().find_map(|c| {
-            let (g, id, known) = c.get();
-            (g == generation && known == *t).then_some(id)
-        })
+        let (key, tag) = self.templates[place(t)].get();
+        (tag >> 32 == generation as u64 && key == t.key()).then_some(tag as u32)
     }
 
-    /// Remembers `id` for `t` (the oldest entry goes).
+    /// Remembers `id` for `t` (in the place of its kind and entry point: an allocating thread's
+    /// allocation and free templates do not push each other out).
     #[inline]
     pub fn remember(&self, generation: u32, t: &Template, id: u32) {
-        let i = self.next.get() % REMEMBERED;
-        self.templates[i].set((generation, id, *t));
-        self.next.set(i + 1);
+        self.templates[place(t)].set((t.key(), (generation as u64) << 32 | id as u64));
     }
 
     /// In a forked child: the forking thread has a new id, and its templates were the

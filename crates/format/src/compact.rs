@@ -88,6 +88,17 @@ impl Template {
         }
     }
 
+    /// The template as four words (equal words, equal templates): cheap to keep and compare.
+    #[inline]
+    pub fn key(&self) -> [u64; 4] {
+        [
+            self.kind as u64 | (self.api as u64) << 16 | (self.tid as u64) << 32,
+            self.device as u32 as u64 | (self.stage as u64) << 32,
+            self.module as u64 | (self.owner as u64) << 32 | (self.mem as u64) << 40,
+            self.result as u32 as u64 | (self.flags as u64) << 32,
+        ]
+    }
+
     /// The payload of the [`Kind::Template`](crate::Kind::Template) frame that defines `id`.
     pub fn encode(&self, id: u32) -> [u8; TEMPLATE_LEN] {
         let mut o = [0u8; TEMPLATE_LEN];

@@ -105,16 +105,12 @@ pub struct LiveBooks {
 }
 
 /// Stream-ordered allocations: their sizes are requests served from a pool.
-fn is_async(api: Option<Api>) -> bool {
-    matches!(
-        api,
-        Some(
-            Api::cuMemAllocAsync
-                | Api::cuMemAllocAsync_ptsz
-                | Api::cuMemAllocFromPoolAsync
-                | Api::cuMemAllocFromPoolAsync_ptsz
-        )
-    )
+#[inline]
+fn is_async(api: u16) -> bool {
+    api == Api::cuMemAllocAsync as u16
+        || api == Api::cuMemAllocAsync_ptsz as u16
+        || api == Api::cuMemAllocFromPoolAsync as u16
+        || api == Api::cuMemAllocFromPoolAsync_ptsz as u16
 }
 
 impl LiveBooks {
@@ -162,6 +158,64 @@ impl LiveBooks {
         }
     }
 
+    /// [`LiveBooks::apply`] that first completes a release from the books, as the shim
+    /// records it: a free takes the size, owner, device, module and memory kind of its
+    /// allocation (one lookup for both), a VMM release, retain or map the owner and device of
+    /// its handle, an unmap the handle mapped at its address.
+    pub fn book(&mut self, e: &mut Event) -> Option<Delta> {
+        match e.kind() {
+            // The common case in one lookup: no stream-ordered block to look past.
+            Some(Kind::Free) if e.result == 0 && self.async_blocks.is_empty() => {
+                match self.blocks.remove(&e.addr) {
+                    Some(b) => {
+                        fill_from(e, &b);
+                        Some(self.add(&b, -1))
+                    }
+                    None => {
+                        if let Some(b) = self.host.get(&e.addr) {
+                            fill_from(e, b);
+                        }
+                        self.unknown_frees += 1;
+                        None
+                    }
+                }
+            }
+            Some(Kind::Free | Kind::HostFree) => {
+                if let Some(b) = self.block_at(e.addr) {
+                    e.owner = b.owner as u8;
+                    e.size = b.size;
+                    e.device = b.device;
+                    e.module = b.module;
+                    e.mem = b.mem as u8;
+                }
+                self.apply(e)
+            }
+            Some(Kind::VmmRelease | Kind::VmmRetain | Kind::VmmMap) => {
+                if e.owner == 0 {
+                    if let Some((owner, size, device)) = self.handle_info(e.handle) {
+                        e.owner = owner as u8;
+                        e.device = device;
+                        if e.size == 0 {
+                            e.size = size;
+                        }
+                    }
+                }
+                self.apply(e)
+            }
+            Some(Kind::VmmUnmap) => {
+                if let Some(h) = self.mapping_at(e.addr) {
+                    e.handle = h;
+                    if let Some((owner, _, device)) = self.handle_info(h) {
+                        e.owner = owner as u8;
+                        e.device = device;
+                    }
+                }
+                self.apply(e)
+            }
+            _ => self.apply(e),
+        }
+    }
+
     /// Applies one event; returns the physical change it caused, if any.
     pub fn apply(&mut self, e: &Event) -> Option<Delta> {
         if e.result != 0 {
@@ -170,7 +224,7 @@ impl LiveBooks {
         match e.kind()? {
             Kind::Alloc => {
                 let b = Self::block_of(e, e.mem());
-                if is_async(e.api()) {
+                if is_async(e.api) {
                     self.async_blocks.insert(e.addr, b);
                     return None;
                 }
@@ -430,9 +484,92 @@ impl LiveBooks {
     }
 }
 
+/// The fields of a released allocation's record that its allocation gives.
+#[inline]
+fn fill_from(e: &mut Event, b: &Block) {
+    e.owner = b.owner as u8;
+    e.size = b.size;
+    e.device = b.device;
+    e.module = b.module;
+    e.mem = b.mem as u8;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `book` completes and applies exactly as filling from `block_at`/`handle_info` and then
+    /// `apply` did.
+    #[test]
+    fn booking_fills_and_applies_as_fill_then_apply() {
+        let mut x = 0x1357_9bdf_2468_ace0u64;
+        let mut a = LiveBooks::new();
+        let mut b = LiveBooks::new();
+        let kinds = [
+            Kind::Alloc,
+            Kind::Free,
+            Kind::HostAlloc,
+            Kind::HostFree,
+            Kind::VmmCreate,
+            Kind::VmmMap,
+            Kind::VmmUnmap,
+            Kind::VmmRelease,
+            Kind::VmmRetain,
+        ];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut e = ev(kinds[(x % 9) as usize], 0x1000 * (x >> 8 & 15), (x >> 12) & 0xffff, x >> 16 & 7, Owner::from_repr((x >> 20 & 7) as u8).unwrap_or(Owner::None));
+            if x % 7 == 0 {
+                e.api = Api::cuMemAllocAsync as u16;
+            }
+            if x % 31 == 0 {
+                e.result = 2;
+            }
+            if (x >> 24) % 3 == 0 {
+                e.owner = 0;
+            }
+            // The reference: fill from the books as the shim did before, then apply.
+            let mut want = e.clone();
+            match want.kind() {
+                Some(Kind::Free | Kind::HostFree) => {
+                    if let Some(l) = a.block_at(want.addr) {
+                        want.owner = l.owner as u8;
+                        want.size = l.size;
+                        want.device = l.device;
+                        want.module = l.module;
+                        want.mem = l.mem as u8;
+                    }
+                }
+                Some(Kind::VmmRelease | Kind::VmmRetain | Kind::VmmMap) if want.owner == 0 => {
+                    if let Some((o, s, d)) = a.handle_info(want.handle) {
+                        want.owner = o as u8;
+                        want.device = d;
+                        if want.size == 0 {
+                            want.size = s;
+                        }
+                    }
+                }
+                Some(Kind::VmmUnmap) => {
+                    if let Some(h) = a.mapping_at(want.addr) {
+                        want.handle = h;
+                        if let Some((o, _, d)) = a.handle_info(h) {
+                            want.owner = o as u8;
+                            want.device = d;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let da = a.apply(&want);
+            let db = b.book(&mut e);
+            assert_eq!(e, want);
+            assert_eq!(da, db);
+            assert_eq!(a.unknown_frees, b.unknown_frees);
+        }
+        assert_eq!(a.totals().collect::<Vec<_>>(), b.totals().collect::<Vec<_>>());
+    }
 
     fn ev(kind: Kind, addr: u64, size: u64, handle: u64, owner: Owner) -> Event {
         Event {

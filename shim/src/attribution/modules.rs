@@ -82,19 +82,20 @@ struct Registry {
 static REGISTRY: ForkSafeMutex<Registry> = ForkSafeMutex::new();
 static OWN_BASE: AtomicUsize = AtomicUsize::new(0);
 
+/// The two entries (a 2-way set: two hot addresses that hash alike both stay) of `ip`.
 #[inline]
-fn slot(ip: usize) -> &'static AtomicU64 {
-    let h = (ip as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
-    &TABLE[h as usize % SLOTS]
+fn set(ip: usize) -> [&'static AtomicU64; 2] {
+    let h = ((ip as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize & !1;
+    [&TABLE[h % SLOTS], &TABLE[(h + 1) % SLOTS]]
 }
 
 /// The module of `ip` if the table holds it (the hook path: no lock, no loader).
 #[inline]
 pub fn lookup(ip: usize) -> Option<ModuleInfo> {
-    let e = slot(ip).load(Ordering::Acquire);
-    if e == 0 || (e >> 16) as usize != ip {
-        return None;
-    }
+    let e = set(ip)
+        .into_iter()
+        .map(|s| s.load(Ordering::Acquire))
+        .find(|&e| e != 0 && (e >> 16) as usize == ip)?;
     Some(ModuleInfo {
         id: ((e >> 2) & MAX_CACHED_ID as u64) as u32,
         class: ModuleClass::ALL[(e & 3) as usize],
@@ -106,7 +107,13 @@ fn remember(ip: usize, m: ModuleInfo) {
         return;
     }
     let e = (ip as u64) << 16 | (m.id as u64) << 2 | m.class.code();
-    slot(ip).store(e, Ordering::Release);
+    let [first, second] = set(ip);
+    // The first entry keeps the first address that took it; the second takes the rest.
+    match first.compare_exchange(0, e, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(cur) if (cur >> 16) as usize == ip => first.store(e, Ordering::Release),
+        Err(_) => second.store(e, Ordering::Release),
+    }
 }
 
 fn dladdr(ip: usize) -> (usize, String) {

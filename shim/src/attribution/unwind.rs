@@ -5,7 +5,8 @@
 //! (libgcc's `_Unwind_Backtrace`, as C++ exceptions use): thousands of instructions and a
 //! cold `.eh_frame` for each frame. But at one return address a function's frame has one
 //! size, so the walk *learns* it: for each frame of a skipped module, the distance from its
-//! callee's CFA (the stack pointer at the call) to its own CFA. Seen the same twice, the
+//! stack pointer at the call (what the unwinder's `_Unwind_GetCFA` gives while it stands at
+//! that frame) to its caller's (the same at the next frame). Seen the same twice, the
 //! distance is trusted, and later walks through that return address read the caller's
 //! return address straight off the stack ([`fast`]): a few loads per frame. A return address
 //! whose distance ever differs (a frame sized at run time) is never trusted; a walk that
@@ -37,6 +38,17 @@ const MAX_FAST: usize = 8;
 /// Frame sizes beyond this are not learned.
 const MAX_FRAME: usize = 64 << 10;
 
+/// Walks made each way (for `VRAMLEDGER_DEBUG`'s last line).
+static WALKS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// `(unwound, by learned sizes)`: the walks past skipped modules made so far.
+pub fn walks() -> (u64, u64) {
+    (
+        WALKS[0].load(Ordering::Relaxed),
+        WALKS[1].load(Ordering::Relaxed),
+    )
+}
+
 const SLOTS: usize = 4096;
 /// An entry: return address << 16 | frame size / 8 << 2 | state.
 const SEEN_ONCE: u64 = 1;
@@ -47,10 +59,18 @@ const NEVER: u64 = 3;
 const EMPTY: AtomicU64 = AtomicU64::new(0);
 static SIZES: [AtomicU64; SLOTS] = [EMPTY; SLOTS];
 
+/// The entry of `ip`: the one of its 2-way set that holds it, else the one it may take (the
+/// first while it is empty, then the second).
 #[inline]
 fn slot(ip: usize) -> &'static AtomicU64 {
-    let h = (ip as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 52;
-    &SIZES[h as usize % SLOTS]
+    let h = ((ip as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 52) as usize & !1;
+    let (a, b) = (&SIZES[h % SLOTS], &SIZES[(h + 1) % SLOTS]);
+    let ea = a.load(Ordering::Acquire);
+    if ea == 0 || (ea >> 16) as usize == ip {
+        a
+    } else {
+        b
+    }
 }
 
 /// The trusted frame size of the function that `ip` returns into.
@@ -104,6 +124,7 @@ pub fn fast(mut ip: usize, mut cfa: usize, stack_top: usize) -> Option<ModuleInf
         let ra = unsafe { *((next - 8) as *const usize) };
         let m = modules::lookup(ra.checked_sub(1)?)?;
         if m.class != ModuleClass::Skip {
+            WALKS[1].fetch_add(1, Ordering::Relaxed);
             return Some(m);
         }
         ip = ra;
@@ -116,10 +137,9 @@ struct Walk {
     on_new: NewModule,
     found: Option<ModuleInfo>,
     frames: u32,
-    /// The CFA of the frame before this one, and whether that frame was a skipped module's
-    /// (vramledger's hook included) so that this one's size may be learned.
-    prev_cfa: usize,
-    prev_skipped: bool,
+    /// The frame before this one: its return address and stack pointer at its call, when it
+    /// was a skipped module's (then its size is learned here).
+    prev: Option<(usize, usize)>,
 }
 
 extern "C" fn step(ctx: *mut c_void, arg: *mut c_void) -> c_int {
@@ -134,16 +154,18 @@ extern "C" fn step(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     if ip == 0 {
         return URC_NORMAL_STOP;
     }
+    // `cfa` is the stack pointer of this frame at its call: the previous (skipped) frame
+    // spans from its own to this one.
+    if let Some((prev_ip, prev_sp)) = walk.prev.take() {
+        if cfa > prev_sp {
+            learn(prev_ip, cfa - prev_sp);
+        }
+    }
     // The return address points after the call; look up the call instruction itself.
     let m = modules::module_of(ip - 1, walk.on_new);
-    let (prev_cfa, prev_skipped) = (walk.prev_cfa, walk.prev_skipped);
-    walk.prev_cfa = cfa;
-    walk.prev_skipped = m.is_some_and(|m| m.class == ModuleClass::Skip);
     match m {
         Some(m) if m.class == ModuleClass::Skip => {
-            if prev_skipped && prev_cfa != 0 && cfa > prev_cfa {
-                learn(ip, cfa - prev_cfa);
-            }
+            walk.prev = Some((ip, cfa));
             URC_NO_REASON
         }
         Some(m) => {
@@ -160,11 +182,11 @@ pub fn slow(on_new: NewModule) -> Option<ModuleInfo> {
         on_new,
         found: None,
         frames: 0,
-        prev_cfa: 0,
-        prev_skipped: false,
+        prev: None,
     };
     // SAFETY: the callback only touches `walk`, which outlives the call.
     unsafe { _Unwind_Backtrace(step, &mut walk as *mut Walk as *mut c_void) };
+    WALKS[0].fetch_add(1, Ordering::Relaxed);
     walk.found
 }
 

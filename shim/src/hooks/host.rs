@@ -18,7 +18,7 @@ fn host_taken(api: Api, addr: *mut c_void, size: usize) {
         e.size = size as u64;
         e.mem = MemKind::HostPinned as u8;
         recorder::attribute(t, &mut e, false);
-        recorder::emit_on(Some(t), e, b"");
+        recorder::emit_on(Some(t), &mut e, b"");
     });
 }
 

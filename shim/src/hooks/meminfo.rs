@@ -26,7 +26,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
             e.arg0 = f as u64;
             e.arg1 = tot as u64;
             e.device = devices::current();
-            recorder::emit_on(Some(t), e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc

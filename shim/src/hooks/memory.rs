@@ -28,7 +28,7 @@ fn allocated(t: &Thread, api: Api, rc: CUresult, alloc: (u64, u64, u64), mem: Me
     e.mem = mem as u8;
     e.device = devices::of_call(rc);
     recorder::attribute(t, &mut e, false);
-    recorder::emit_on(Some(t), e, b"");
+    recorder::emit_on(Some(t), &mut e, b"");
     if rc != CUDA_SUCCESS {
         samples::after_failed_allocation();
     }

@@ -27,7 +27,7 @@ fn edge(kind: Kind, api: Api, rc: NcclResult, addr: u64, size: u64, comm: u64, h
             recorder::attribute(t, &mut probe, false);
             e.module = probe.module;
         }
-        recorder::emit_on(Some(t), e, b"");
+        recorder::emit_on(Some(t), &mut e, b"");
     });
 }
 

@@ -105,7 +105,7 @@ fn async_allocated(
     e.handle = pool as u64;
     let device = e.device;
     let sampled = e.clone();
-    recorder::emit_on(Some(t), e, b"");
+    recorder::emit_on(Some(t), &mut e, b"");
     sample_pool(pool, device, &sampled);
     if rc != CUDA_SUCCESS {
         samples::after_failed_allocation();
@@ -228,7 +228,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(
                 }
             }
             recorder::attribute(t, &mut e, false);
-            recorder::emit_on(Some(t), e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc

@@ -72,7 +72,7 @@ pub unsafe extern "C" fn cuMemCreate(
         e.mem = mem as u8;
         e.device = device;
         recorder::attribute(t, &mut e, true);
-        recorder::emit_on(Some(t), e, b"");
+        recorder::emit_on(Some(t), &mut e, b"");
         if rc != CUDA_SUCCESS && mem == MemKind::Device {
             samples::after_failed_allocation();
         }
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
             // SAFETY: the call succeeded and wrote the handle (`handle` is not NULL).
             e.handle = unsafe { *handle };
             e.addr = addr as u64;
-            recorder::emit_on(Some(t), e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -143,7 +143,7 @@ pub unsafe extern "C" fn cuMemMap(
             e.size = size as u64;
             e.handle = handle;
             e.arg0 = offset as u64;
-            recorder::emit_on(Some(t), e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -184,7 +184,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
             e.size = size as u64;
             e.mem = MemKind::Virtual as u8;
             recorder::attribute(t, &mut e, true);
-            recorder::emit_on(Some(t), e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -225,7 +225,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
             e.handle = unsafe { *handle };
             e.mem = MemKind::Peer as u8;
             recorder::attribute(t, &mut e, true);
-            recorder::emit_on(Some(t), e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -276,7 +276,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
             e.mem = MemKind::Peer as u8;
             e.device = devices::current();
             recorder::attribute(t, &mut e, false);
-            recorder::emit_on(Some(t), e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
