@@ -73,24 +73,39 @@ struct Tap {
 
 static TAP: ForkSafeMutex<Tap> = ForkSafeMutex::new();
 
+#[inline(always)]
 fn real_write() -> Option<WriteFn> {
     let mut p = REAL_WRITE.load(Ordering::Acquire);
     if p == 0 {
-        // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
-        let saved = unsafe { *libc::__errno_location() };
-        p = real::real_dlsym(libc::RTLD_NEXT, c"write");
-        REAL_WRITE.store(p, Ordering::Release);
-        unsafe { *libc::__errno_location() = saved };
+        p = find_real(&REAL_WRITE, c"write");
     }
     // SAFETY: the next `write` after vramledger is libc's, with this signature.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, WriteFn>(p) })
 }
 
+/// The next definition of `name` after vramledger, found once (errno kept).
+#[cold]
+fn find_real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
+    let saved = unsafe { *libc::__errno_location() };
+    let p = real::real_dlsym(libc::RTLD_NEXT, name);
+    slot.store(p, Ordering::Release);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    p
+}
+
+#[inline(always)]
 fn mode() -> u8 {
     let m = MODE.load(Ordering::Relaxed);
     if m != 0 {
         return m;
     }
+    mode_first()
+}
+
+#[cold]
+fn mode_first() -> u8 {
     let cfg = config::get();
     let m = if config::disabled() || !cfg.tap {
         3
@@ -128,11 +143,7 @@ static REAL_WRITEV: AtomicUsize = AtomicUsize::new(0);
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
     let mut p = REAL_WRITEV.load(Ordering::Acquire);
     if p == 0 {
-        // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
-        let saved = unsafe { *libc::__errno_location() };
-        p = real::real_dlsym(libc::RTLD_NEXT, c"writev");
-        REAL_WRITEV.store(p, Ordering::Release);
-        unsafe { *libc::__errno_location() = saved };
+        p = find_real(&REAL_WRITEV, c"writev");
     }
     if p == 0 {
         // SAFETY: errno is thread-local; EIO says the write did not happen.
@@ -164,7 +175,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_in
 
 /// Bytes the program has just written to fd 1 or 2 (by `write`, `writev` or stdio): the
 /// prefilter, then, for what it cannot rule out, the slow path. `errno` is kept.
-#[inline]
+#[inline(always)]
 pub fn observe(fd: c_int, bytes: &[u8]) {
     if !(fd == 1 || fd == 2) || bytes.is_empty() {
         return;
@@ -173,6 +184,17 @@ pub fn observe(fd: c_int, bytes: &[u8]) {
     if m != 3 && needs_look(fd, bytes, m == 2) {
         look((fd - 1) as usize, bytes);
     }
+}
+
+/// Whether [`observe`] would look further at `bytes` written to `fd` (stdio asks before it
+/// copies them out of a stream's buffer).
+#[inline]
+pub fn needs(fd: c_int, bytes: &[u8]) -> bool {
+    if !(fd == 1 || fd == 2) || bytes.is_empty() {
+        return false;
+    }
+    let m = mode();
+    m != 3 && needs_look(fd, bytes, m == 2)
 }
 
 /// Bytes written to fd 1 or 2 that the tap will not see (stdio output too long to format

@@ -126,51 +126,84 @@ mod simd {
         }
     }
 
+    /// The tables as 32-byte rows (each 16-byte table twice: AVX2 shuffles within halves).
+    #[repr(align(32))]
+    struct Wide([[[u8; 32]; 2]; 3]);
+
+    static WIDE: Wide = {
+        let mut w = [[[0u8; 32]; 2]; 3];
+        let mut k = 0;
+        while k < 3 {
+            let mut h = 0;
+            while h < 2 {
+                let mut i = 0;
+                while i < 32 {
+                    w[k][h][i] = TABLES[k][h][i % 16];
+                    i += 1;
+                }
+                h += 1;
+            }
+            k += 1;
+        }
+        Wide(w)
+    };
+
     #[target_feature(enable = "avx2")]
     unsafe fn avx2(bytes: &[u8]) -> bool {
-        // SAFETY (caller): AVX2. Every load below reads 32 bytes inside `bytes` or inside the
-        // zeroed local tail buffer (the bounds are checked before each).
+        let len = bytes.len();
+        if len < 34 {
+            // SAFETY (caller): SSSE3 comes with AVX2.
+            return unsafe { ssse3(bytes) };
+        }
+        // SAFETY (caller): AVX2. Every load reads 32 bytes at an offset `at` with
+        // `at + 2 + 32 <= len` (checked below): inside `bytes`; the tables are 32-byte rows.
         unsafe {
-            let table = |k: usize, h: usize| {
-                let t = _mm_loadu_si128(TABLES[k][h].as_ptr().cast());
-                _mm256_broadcastsi128_si256(t)
-            };
-            let (lo0, hi0) = (table(0, 0), table(0, 1));
-            let (lo1, hi1) = (table(1, 0), table(1, 1));
-            let (lo2, hi2) = (table(2, 0), table(2, 1));
+            let row = |k: usize, h: usize| _mm256_load_si256(WIDE.0[k][h].as_ptr().cast());
+            let (lo0, hi0) = (row(0, 0), row(0, 1));
+            let (lo1, hi1) = (row(1, 0), row(1, 1));
+            let (lo2, hi2) = (row(2, 0), row(2, 1));
             let nib = _mm256_set1_epi8(0x0f);
             let look = |v: __m256i, lo: __m256i, hi: __m256i| {
                 let l = _mm256_shuffle_epi8(lo, _mm256_and_si256(v, nib));
                 let h = _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
                 _mm256_and_si256(l, h)
             };
-            let step = |p: *const u8| {
-                let m0 = look(_mm256_loadu_si256(p.cast()), lo0, hi0);
-                let m1 = look(_mm256_loadu_si256(p.add(1).cast()), lo1, hi1);
-                let m2 = look(_mm256_loadu_si256(p.add(2).cast()), lo2, hi2);
+            let p = bytes.as_ptr();
+            let window = |at: usize| {
+                let q = p.add(at);
+                let m0 = look(_mm256_loadu_si256(q.cast()), lo0, hi0);
+                let m1 = look(_mm256_loadu_si256(q.add(1).cast()), lo1, hi1);
+                let m2 = look(_mm256_loadu_si256(q.add(2).cast()), lo2, hi2);
                 let m = _mm256_and_si256(_mm256_and_si256(m0, m1), m2);
                 _mm256_testz_si256(m, m) == 0
             };
-            let p = bytes.as_ptr();
-            let mut i = 0;
-            while i + 32 + 2 <= bytes.len() {
-                if step(p.add(i)) {
+            // Positions [at, at + 32) for each window; the last one overlaps the one before
+            // (checking a position twice changes nothing).
+            let mut at = 0;
+            while at + 34 <= len {
+                if window(at) {
                     return true;
                 }
-                i += 32;
+                at += 32;
             }
-            let mut tail = [0u8; 64 + 2];
-            let rest = bytes.len() - i;
-            tail[..rest].copy_from_slice(&bytes[i..]);
-            let mut j = 0;
-            while j < rest {
-                if step(tail.as_ptr().add(j)) {
-                    return true;
-                }
-                j += 32;
+            if at < len - 2 && window(len - 34) {
+                return true;
             }
-            false
         }
+        // The last two positions: their windows run past the line (nothing there matches).
+        tail(bytes, len - 2)
+    }
+
+    /// Positions from `from` to the end, one by one (bytes past the end read as 0).
+    fn tail(bytes: &[u8], from: usize) -> bool {
+        (from..bytes.len()).any(|i| {
+            let mut m = 0xffu8;
+            for (k, t) in TABLES.iter().enumerate() {
+                let c = bytes.get(i + k).copied().unwrap_or(0);
+                m &= t[0][(c & 15) as usize] & t[1][(c >> 4) as usize];
+            }
+            m != 0
+        })
     }
 
     #[target_feature(enable = "ssse3")]
