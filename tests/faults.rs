@@ -432,7 +432,11 @@ fn sixty_four_threads_lose_and_duplicate_nothing() {
         Step::Item(Item::Frame { .. } | Item::Compact { .. }) => records += 1,
         Step::Item(other) => holes.push(other),
     });
-    assert!(holes.is_empty(), "{:?} after {records} records", &holes[..holes.len().min(3)]);
+    assert!(
+        holes.is_empty(),
+        "{:?} after {records} records",
+        &holes[..holes.len().min(3)]
+    );
     assert!(last, "the journal ends with its final seal");
     assert!(blocks > 380, "{blocks} blocks");
     assert!(

@@ -587,7 +587,13 @@ fn each_device_is_named_once_with_its_uuid_and_pci_bus_id() {
         .collect();
     assert!(!used.is_empty());
     let named: Vec<i32> = of_kind(&j, Kind::Device).iter().map(|e| e.device).collect();
-    assert_eq!(named.iter().copied().collect::<std::collections::BTreeSet<_>>(), used);
+    assert_eq!(
+        named
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        used
+    );
     assert_eq!(named.len(), used.len(), "once each: {named:?}");
     for &d in &used {
         let id = j.device_identity(d).unwrap();
@@ -609,7 +615,10 @@ fn each_device_is_named_once_with_its_uuid_and_pci_bus_id() {
             .iter()
             .position(|e| e.device == d && e.kind() == Some(Kind::Device))
             .unwrap();
-        assert!(record < first_use, "device {d}: named after its first event");
+        assert!(
+            record < first_use,
+            "device {d}: named after its first event"
+        );
     }
     assert_eq!(j.device_identity(63), None);
 }
@@ -624,7 +633,11 @@ fn a_journal_closed_at_exit_is_sealed_and_cut_to_its_size() {
     let j = only(js);
     assert!(j.warnings.is_empty(), "{:?}", j.warnings);
     let raw = std::fs::read(&j.path).unwrap();
-    assert_ne!(raw.len() % (4 << 20), 0, "cut to its used size, not to a chunk");
+    assert_ne!(
+        raw.len() % (4 << 20),
+        0,
+        "cut to its used size, not to a chunk"
+    );
     let seal = vramledger_format::block::Seal::read(&raw, raw.len() - 16);
     assert_eq!(
         seal.map(|s| s.flags),
@@ -640,7 +653,10 @@ fn a_journal_closed_at_exit_is_sealed_and_cut_to_its_size() {
         }
     });
     assert!(last, "a final seal");
-    assert!(states.iter().all(|s| *s == BlockState::Sealed), "{states:?}");
+    assert!(
+        states.iter().all(|s| *s == BlockState::Sealed),
+        "{states:?}"
+    );
     // 40,000 events in 24-byte records: under 32 bytes an event, everything included.
     assert!(
         raw.len() < 40_000 * 32,

@@ -256,7 +256,11 @@ fn engine_lines_are_bounded_and_lose_their_secrets() {
         .map(|e| e.text.as_str())
         .collect();
     assert_eq!(engine.len(), 2, "{engine:?}");
-    assert!(engine[0].len() <= 4096 && engine[0].len() > 4000, "{}", engine[0].len());
+    assert!(
+        engine[0].len() <= 4096 && engine[0].len() > 4000,
+        "{}",
+        engine[0].len()
+    );
     assert!(engine[0].starts_with("(EngineCore") && !engine[0].contains('\u{FFFD}'));
     assert!(engine[1].contains("hf_token=<redacted>"), "{}", engine[1]);
     assert!(!engine[1].contains("hf_AbCd"));

@@ -90,11 +90,7 @@ pub fn of_call(rc: i32) -> i32 {
     }
     match COUNT.load(Ordering::Relaxed) {
         1 => return 0,
-        0 => {
-            if driver_count() == 1 {
-                return 0;
-            }
-        }
+        0 if driver_count() == 1 => return 0,
         _ => {}
     }
     let mask = CONTEXTS.load(Ordering::Acquire);
@@ -102,7 +98,10 @@ pub fn of_call(rc: i32) -> i32 {
         return current();
     }
     let dev = mask.trailing_zeros() as i32;
-    if CALLS.fetch_add(1, Ordering::Relaxed) % CHECK_EVERY == 0 {
+    if CALLS
+        .fetch_add(1, Ordering::Relaxed)
+        .is_multiple_of(CHECK_EVERY)
+    {
         let asked = current();
         if asked != dev {
             RULE_OFF.store(true, Ordering::Relaxed);
@@ -201,6 +200,7 @@ pub fn pci_bus_id(d: i32) -> Option<String> {
     let mut buf = [0u8; 64];
     // SAFETY: cuDeviceGetPCIBusId(char*, int len, CUdevice): at most 63 bytes and a NUL.
     let f: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int =
+        // SAFETY: looked up under this very name, whose C signature this is.
         unsafe { std::mem::transmute(f) };
     // SAFETY: as above.
     if unsafe { f(buf.as_mut_ptr().cast(), 63, h) } != 0 {

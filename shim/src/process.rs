@@ -1,6 +1,5 @@
 //! Facts about this process: the host and the journal header.
 
-
 use vramledger_engines::redact;
 use vramledger_format::Header;
 

@@ -49,6 +49,7 @@ pub fn real_dlsym(handle: *mut c_void, name: &CStr) -> usize {
     }
     // SAFETY: f is glibc's dlsym; name is NUL-terminated.
     let f: DlsymFn = unsafe { std::mem::transmute::<usize, DlsymFn>(f) };
+    // SAFETY: glibc's dlsym with the caller's handle (only passed on) and a C string.
     unsafe { f(handle, name.as_ptr()) as usize }
 }
 
@@ -211,10 +212,12 @@ fn find_in_loaded(needle: &CStr, name: &CStr) -> usize {
     ) -> c_int {
         // SAFETY: dl_iterate_phdr passes valid info and our own data pointer.
         let s = unsafe { &mut *(data as *mut Search) };
+        // SAFETY: as above: valid for the duration of the callback.
         let info = unsafe { &*info };
         if info.dlpi_name.is_null() {
             return 0;
         }
+        // SAFETY: not NULL (checked above): the loader's NUL-terminated path.
         let path = unsafe { CStr::from_ptr(info.dlpi_name) };
         let bytes = path.to_bytes();
         if bytes.windows(s.needle.len()).any(|w| w == s.needle) {

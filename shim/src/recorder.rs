@@ -31,12 +31,7 @@ pub fn ensure() -> bool {
 fn opening(driver_version: Option<i32>) -> Opening {
     let clock_name = clock::choose();
     let start_mono = clock::mono_ns();
-    let header = process::header(
-        driver_version,
-        clock::realtime_ns(),
-        start_mono,
-        clock_name,
-    );
+    let header = process::header(driver_version, clock::realtime_ns(), start_mono, clock_name);
     let mut records = vec![(Kind::Header as u16, header.encode())];
     let (id, name) = stages::current();
     let mut e = event(Kind::Stage, Api::VramledgerStage);
@@ -136,7 +131,9 @@ pub fn emit_on(t: Option<&Thread>, e: &mut Event, text: &[u8]) {
     if !ensure() {
         return;
     }
-    e.t_ns = e.t_ns.max(journal::state::START_MONO.load(Ordering::Relaxed));
+    e.t_ns = e
+        .t_ns
+        .max(journal::state::START_MONO.load(Ordering::Relaxed));
     books::book(e);
     name_device(e.device);
     journal::append_event(t, e, text);
@@ -149,7 +146,9 @@ pub fn emit(e: &Event, text: &[u8]) {
 
 /// Writes `e` as it is (no books, no device record).
 fn emit_raw(t: Option<&Thread>, mut e: Event, text: &[u8]) {
-    e.t_ns = e.t_ns.max(journal::state::START_MONO.load(Ordering::Relaxed));
+    e.t_ns = e
+        .t_ns
+        .max(journal::state::START_MONO.load(Ordering::Relaxed));
     journal::append_event(t, &e, text);
 }
 
@@ -181,7 +180,9 @@ impl Ticket {
                 event: e,
             };
         }
-        e.t_ns = e.t_ns.max(journal::state::START_MONO.load(Ordering::Relaxed));
+        e.t_ns = e
+            .t_ns
+            .max(journal::state::START_MONO.load(Ordering::Relaxed));
         books::book(&mut e);
         let slot = journal::reserve_event(Some(t), &e);
         Ticket { slot, event: e }

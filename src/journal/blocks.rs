@@ -136,7 +136,6 @@ impl Decoder {
             ));
         }
     }
-
 }
 
 /// Decodes a whole journal of format 2 into `j` (preamble already checked).

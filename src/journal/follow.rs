@@ -107,7 +107,10 @@ impl Follower {
         let mut f = File::open(&path).map_err(io)?;
         if self.offset == 0 && self.blocks.is_none() {
             let mut pre = Vec::with_capacity(PREAMBLE_LEN);
-            (&mut f).take(PREAMBLE_LEN as u64).read_to_end(&mut pre).map_err(io)?;
+            (&mut f)
+                .take(PREAMBLE_LEN as u64)
+                .read_to_end(&mut pre)
+                .map_err(io)?;
             match check_preamble(&pre) {
                 PreambleCheck::Truncated => return Ok(0), // created, nothing written yet
                 PreambleCheck::NotAJournal => return Err(ReadError::NotAJournal(path)),
@@ -161,7 +164,9 @@ impl Follower {
             };
             self.restarts += 1;
         }
-        let mut polled = blocks.poll(f, &mut self.journal, self.grace, now).map_err(io)?;
+        let mut polled = blocks
+            .poll(f, &mut self.journal, self.grace, now)
+            .map_err(io)?;
         if polled.reread {
             blocks = Blocks::default();
             self.journal = Journal {
@@ -169,7 +174,9 @@ impl Follower {
                 ..Journal::default()
             };
             self.restarts += 1;
-            polled = blocks.poll(f, &mut self.journal, self.grace, now).map_err(io)?;
+            polled = blocks
+                .poll(f, &mut self.journal, self.grace, now)
+                .map_err(io)?;
             polled.added = self.journal.events.len();
         }
         if polled.changed {

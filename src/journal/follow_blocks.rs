@@ -187,7 +187,11 @@ impl Blocks {
         if let Some((d, t)) = tail {
             self.tail_header = d.header_seen && !self.decoder.header_seen;
             self.tail_names = (
-                t.modules.keys().filter(|k| !j.modules.contains_key(k)).copied().collect(),
+                t.modules
+                    .keys()
+                    .filter(|k| !j.modules.contains_key(k))
+                    .copied()
+                    .collect(),
                 t.stage_names
                     .keys()
                     .filter(|k| !j.stage_names.contains_key(k))

@@ -250,7 +250,11 @@ mod format2 {
 
     fn ev(i: u64) -> Event {
         Event {
-            kind: if i % 2 == 0 { Kind::Alloc } else { Kind::Free } as u16,
+            kind: if i.is_multiple_of(2) {
+                Kind::Alloc
+            } else {
+                Kind::Free
+            } as u16,
             t_ns: 100 + i,
             tid: (i % 3) as u32,
             addr: 0x1000 * (i / 2 + 1),
@@ -287,7 +291,7 @@ mod format2 {
                 }
                 bounds.push(w.len());
             }
-            let mut bytes = w.finish(r.next() % 2 == 0);
+            let mut bytes = w.finish(r.next().is_multiple_of(2));
             if r.next().is_multiple_of(4) && bytes.len() > 100 {
                 let at = 16 + (r.next() as usize % (bytes.len() - 16));
                 bytes[at] ^= 0x5a; // damage
@@ -360,7 +364,10 @@ mod format2 {
         f.poll_at(t0 + DEFAULT_GRACE).unwrap();
         assert_eq!(addrs(&f), vec![0x1000, 0x1000, 0x2000]);
         assert!(f.restarts > restarts);
-        assert_eq!(f.journal().events, crate::journal::read(&t.0).unwrap().events);
+        assert_eq!(
+            f.journal().events,
+            crate::journal::read(&t.0).unwrap().events
+        );
         assert_eq!(f.journal().warnings.len(), 1, "no warning twice");
     }
 }

@@ -234,7 +234,10 @@ pub fn text(line: &str) -> Cow<'_, str> {
                 k += 1;
             }
             value_span(b, k)
-        } else if key.starts_with("--") && k > key_end && k < b.len() && !line[k..].starts_with("--")
+        } else if key.starts_with("--")
+            && k > key_end
+            && k < b.len()
+            && !line[k..].starts_with("--")
         {
             let to = b[k..]
                 .iter()

@@ -84,10 +84,7 @@ fn command_lines_keep_everything_but_secret_values() {
     let none: [&str; 0] = [];
     assert!(args(&none).is_empty());
     // A value that looks like a flag of one dash is still hidden.
-    assert_eq!(
-        args(&["--api-key", "-x"]),
-        ["--api-key", "<redacted>"]
-    );
+    assert_eq!(args(&["--api-key", "-x"]), ["--api-key", "<redacted>"]);
 }
 
 #[test]
@@ -185,4 +182,3 @@ fn secret_shapes_anywhere_and_awkward_values() {
     // Multi-byte text around secrets survives.
     assert_eq!(text("é api_key='ü' ñ"), "é api_key='<redacted>' ñ");
 }
-

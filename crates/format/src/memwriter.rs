@@ -64,7 +64,7 @@ impl MemJournal {
 
     /// Appends raw record bytes (a multiple of 8 long).
     pub fn raw(&mut self, rec: &[u8]) {
-        assert!(rec.len() % 8 == 0 && rec.len() <= crate::block::MAX_RECORD);
+        assert!(rec.len().is_multiple_of(8) && rec.len() <= crate::block::MAX_RECORD);
         self.room(rec.len());
         self.bytes.extend_from_slice(rec);
     }

@@ -70,8 +70,7 @@ pub fn block_in(bytes: &[u8], k: usize, file_start: bool) -> Option<BlockView> {
     }
     // No seal at the block's end: look for a final seal after its last record.
     let end = bytes.len().min(start + BLOCK);
-    let mut walk = Records::new(bytes, data_start..end);
-    while let Some(item) = walk.next() {
+    for item in Records::new(bytes, data_start..end) {
         if let Item::Seal { at, seal } = item {
             let ok = seal.verifies(bytes, start, at);
             return Some(BlockView {
@@ -310,10 +309,17 @@ mod tests {
         let bytes = w.finish(true);
         let (states, out) = items(&bytes);
         assert!(states.len() >= 3, "{states:?}");
-        assert!(states.iter().all(|s| *s == BlockState::Sealed), "{states:?}");
+        assert!(
+            states.iter().all(|s| *s == BlockState::Sealed),
+            "{states:?}"
+        );
         let compact = out.iter().filter(|s| s.starts_with("compact")).count();
         assert_eq!(compact, 6000);
-        assert_eq!(out.iter().filter(|s| *s == "frame 4").count(), 1, "one template");
+        assert_eq!(
+            out.iter().filter(|s| *s == "frame 4").count(),
+            1,
+            "one template"
+        );
         // 24 bytes per event, overheads included.
         assert!(bytes.len() < 6000 * 25, "{} bytes", bytes.len());
     }
@@ -330,7 +336,10 @@ mod tests {
         assert_eq!(states[1], BlockState::Corrupt);
         assert!(states.iter().filter(|s| **s == BlockState::Sealed).count() >= 2);
         let compact = out.iter().filter(|s| s.starts_with("compact")).count();
-        assert!(compact < 6000 && compact > 6000 - BLOCK / 24 - 1, "{compact}");
+        assert!(
+            compact < 6000 && compact > 6000 - BLOCK / 24 - 1,
+            "{compact}"
+        );
     }
 
     #[test]

@@ -88,7 +88,7 @@ fn learn(ip: usize, size: usize) {
     let s = slot(ip);
     let e = s.load(Ordering::Acquire);
     let same_ip = (e >> 16) as usize == ip;
-    let ok = size > 0 && size <= MAX_FRAME && size % 8 == 0;
+    let ok = size > 0 && size <= MAX_FRAME && size.is_multiple_of(8);
     let words = (size / 8) as u64 & 0x3fff;
     let new = match (same_ip, e & 3) {
         (true, NEVER) => return,

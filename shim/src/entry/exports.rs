@@ -12,7 +12,9 @@ use vramledger_format::Api;
 use crate::hooks::{capture, context, host, meminfo, memory, nccl, pools, vmm};
 use crate::{boundary, guard, samples};
 
-/// The hook that stands in for `api`, as an address (0 for entries that are not hooks).
+/// The hook that stands in for `api`, as an address (0 for entries that are not hooks, and
+/// for the two `cuGetProcAddress` versions, whose hooks [`super::procaddr::own`] gives: they
+/// are the ones that route through this table).
 pub fn hook_addr(api: Api) -> usize {
     use Api as A;
     match api {
@@ -76,15 +78,15 @@ pub fn hook_addr(api: Api) -> usize {
             capture::cuThreadExchangeStreamCaptureMode as *const () as usize
         }
         A::cuMemGetInfo_v2 => meminfo::cuMemGetInfo_v2 as *const () as usize,
-        A::cuGetProcAddress => super::procaddr::cuGetProcAddress as *const () as usize,
-        A::cuGetProcAddress_v2 => super::procaddr::cuGetProcAddress_v2 as *const () as usize,
         A::ncclMemAlloc => nccl::ncclMemAlloc as *const () as usize,
         A::ncclMemFree => nccl::ncclMemFree as *const () as usize,
         A::ncclCommRegister => nccl::ncclCommRegister as *const () as usize,
         A::ncclCommDeregister => nccl::ncclCommDeregister as *const () as usize,
         A::ncclCommWindowRegister => nccl::ncclCommWindowRegister as *const () as usize,
         A::ncclCommWindowDeregister => nccl::ncclCommWindowDeregister as *const () as usize,
-        A::None
+        A::cuGetProcAddress
+        | A::cuGetProcAddress_v2
+        | A::None
         | A::VramledgerSample
         | A::VramledgerStage
         | A::VramledgerLogLine

@@ -32,6 +32,20 @@ static TABLE_FILLED: AtomicBool = AtomicBool::new(false);
 static PRIVATE_V1: AtomicUsize = AtomicUsize::new(0);
 static PRIVATE_V2: AtomicUsize = AtomicUsize::new(0);
 
+/// This file's own hooks: the two `cuGetProcAddress` versions.
+pub fn own(api: Api) -> Option<usize> {
+    match api {
+        Api::cuGetProcAddress => Some(cuGetProcAddress as *const () as usize),
+        Api::cuGetProcAddress_v2 => Some(cuGetProcAddress_v2 as *const () as usize),
+        _ => None,
+    }
+}
+
+/// The hook of any entry point: this file's own, or the one the export table lists.
+pub fn hook_of(api: Api) -> usize {
+    own(api).unwrap_or_else(|| exports::hook_addr(api))
+}
+
 fn claim(slot: &AtomicUsize, p: usize) -> bool {
     match slot.compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => true,
@@ -56,9 +70,9 @@ unsafe fn route(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int) {
     let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
     let replacement = if name == b"cuGetProcAddress" {
         if p == real::known(Api::cuGetProcAddress_v2) {
-            exports::hook_addr(Api::cuGetProcAddress_v2)
+            cuGetProcAddress_v2 as *const () as usize
         } else if p == real::known(Api::cuGetProcAddress) {
-            exports::hook_addr(Api::cuGetProcAddress)
+            cuGetProcAddress as *const () as usize
         } else if version >= 12000 {
             if claim(&PRIVATE_V2, p) {
                 private_v2 as *const () as usize
@@ -72,7 +86,7 @@ unsafe fn route(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int) {
         }
     } else {
         match real::api_of_real(p) {
-            Some(api) => exports::hook_addr(api),
+            Some(api) => hook_of(api),
             None => 0,
         }
     };
@@ -123,8 +137,10 @@ unsafe extern "C" fn private_v1(
 ) -> CUresult {
     // SAFETY: only handed out after PRIVATE_V1 was set to the driver's 4-argument function.
     let f: GpaV1 = unsafe { std::mem::transmute(PRIVATE_V1.load(Ordering::Acquire)) };
+    // SAFETY: the caller's arguments, passed on to the driver's function unchanged.
     let rc = unsafe { f(symbol, pfn, version, flags) };
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc
@@ -139,8 +155,10 @@ unsafe extern "C" fn private_v2(
 ) -> CUresult {
     // SAFETY: only handed out after PRIVATE_V2 was set to the driver's 5-argument function.
     let f: GpaV2 = unsafe { std::mem::transmute(PRIVATE_V2.load(Ordering::Acquire)) };
+    // SAFETY: the caller's arguments, passed on to the driver's function unchanged.
     let rc = unsafe { f(symbol, pfn, version, flags, status) };
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc

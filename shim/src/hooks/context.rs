@@ -100,7 +100,13 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
 ///
 /// # Safety
 /// `pctx` is the caller's out-pointer of the call that returned `rc`.
-unsafe fn created(api: Api, rc: CUresult, pctx: *mut CUcontext, dev: CUdevice, before: Option<u64>) {
+unsafe fn created(
+    api: Api,
+    rc: CUresult,
+    pctx: *mut CUcontext,
+    dev: CUdevice,
+    before: Option<u64>,
+) {
     let ctx = if rc == CUDA_SUCCESS && !pctx.is_null() {
         devices::context_on(dev);
         // SAFETY (caller): the call succeeded and wrote the context (`pctx` is not NULL).
@@ -130,7 +136,9 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
     let rc = forward!(
         api,
         unsafe extern "C" fn(*mut CUcontext, c_uint, CUdevice) -> CUresult,
-        pctx, flags, dev
+        pctx,
+        flags,
+        dev
     );
     // SAFETY: `pctx` is the caller's out-pointer of the call just made.
     unsafe { created(api, rc, pctx, dev, before) };
@@ -151,7 +159,11 @@ pub unsafe extern "C" fn cuCtxCreate_v3(
     let rc = forward!(
         api,
         unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_int, c_uint, CUdevice) -> CUresult,
-        pctx, params, num_params, flags, dev
+        pctx,
+        params,
+        num_params,
+        flags,
+        dev
     );
     // SAFETY: `pctx` is the caller's out-pointer of the call just made.
     unsafe { created(api, rc, pctx, dev, before) };
@@ -171,7 +183,10 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
     let rc = forward!(
         api,
         unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_uint, CUdevice) -> CUresult,
-        pctx, params, flags, dev
+        pctx,
+        params,
+        flags,
+        dev
     );
     // SAFETY: `pctx` is the caller's out-pointer of the call just made.
     unsafe { created(api, rc, pctx, dev, before) };

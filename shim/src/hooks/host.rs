@@ -8,8 +8,8 @@ use vramledger_format::{Api, Kind, MemKind};
 
 use super::forward::{forward, release, ticket};
 use crate::ffi::*;
-use crate::recorder::{self, Ticket};
 use crate::guard;
+use crate::recorder::{self, Ticket};
 
 fn host_taken(api: Api, addr: *mut c_void, size: usize) {
     guard::record_on(|t| {

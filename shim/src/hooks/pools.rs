@@ -24,6 +24,7 @@ pub(crate) fn sample_pool(pool: CUmemoryPool, device: i32, template: &Event) {
     // SAFETY: cuMemPoolGetAttribute(CUmemoryPool, CUmemPool_attribute, void*) of the real
     // driver.
     let f: unsafe extern "C" fn(CUmemoryPool, c_int, *mut c_void) -> CUresult =
+        // SAFETY: looked up under this very name, whose C signature this is.
         unsafe { std::mem::transmute(f) };
     let (mut reserved, mut used) = (0u64, 0u64);
     // SAFETY: a pool handle the program just used, and two locals of the attributes' type
@@ -63,6 +64,7 @@ fn device_pool(device: i32) -> CUmemoryPool {
     let mut pool: CUmemoryPool = std::ptr::null_mut();
     // SAFETY: cuDeviceGetMemPool(CUmemoryPool*, CUdevice) of the real driver, into a local.
     let f: unsafe extern "C" fn(*mut CUmemoryPool, CUdevice) -> CUresult =
+        // SAFETY: looked up under this very name, whose C signature this is.
         unsafe { std::mem::transmute(f) };
     // SAFETY: as above.
     if unsafe { f(&mut pool, device) } == 0 {

@@ -163,6 +163,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_in
             }
             let n = v.iov_len.min(left);
             if n > 0 {
+                // SAFETY: the first `n` bytes of this buffer were taken by the real writev.
                 observe(fd, unsafe {
                     std::slice::from_raw_parts(v.iov_base as *const u8, n)
                 });
@@ -234,6 +235,7 @@ fn look(which: usize, bytes: &[u8]) {
     // SAFETY: errno is thread-local; the caller must see the real write's errno.
     let saved = unsafe { *libc::__errno_location() };
     guard::record(|| slow_path(which, bytes));
+    // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
 

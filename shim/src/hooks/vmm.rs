@@ -241,6 +241,7 @@ fn range_size(ptr: CUdeviceptr) -> u64 {
     let (mut base, mut size) = (0u64, 0usize);
     // SAFETY: cuMemGetAddressRange_v2(CUdeviceptr*, size_t*, CUdeviceptr) of the real driver.
     let f: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult =
+        // SAFETY: looked up under this very name, whose C signature this is.
         unsafe { std::mem::transmute(f) };
     // SAFETY: two locals for its answers.
     if unsafe { f(&mut base, &mut size, ptr) } == 0 {

@@ -100,7 +100,9 @@ pub fn close(fd: i32, off: u64) -> u64 {
         // The data area is all reserved: the block is (or will be) sealed at its end.
         return start + BLOCK as u64;
     }
-    let done = DONE.get(k as usize).map_or(0, |d| d.load(Ordering::Acquire)) as u64;
+    let done = DONE
+        .get(k as usize)
+        .map_or(0, |d| d.load(Ordering::Acquire)) as u64;
     if done != off - start {
         return off; // a record still in flight: no seal, the block reads as unsealed
     }

@@ -23,8 +23,15 @@ pub const MAX_TEXT: usize = 8 * 1024;
 
 /// How `e` will be written.
 enum Plan {
-    Compact { id: u32, mask: u8, len: usize, word0: u64 },
-    Frame { len: usize },
+    Compact {
+        id: u32,
+        mask: u8,
+        len: usize,
+        word0: u64,
+    },
+    Frame {
+        len: usize,
+    },
 }
 
 #[inline]

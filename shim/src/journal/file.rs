@@ -52,6 +52,7 @@ fn open_folder(dir: &str) -> Result<i32, String> {
         };
         // SAFETY: mkdir/chmod on a NUL-terminated path.
         if unsafe { libc::mkdir(c.as_ptr(), 0o700) } == 0 {
+            // SAFETY: as above.
             unsafe { libc::chmod(c.as_ptr(), 0o700) };
         } else if errno() != libc::EEXIST {
             return Err(format!(

@@ -60,10 +60,13 @@ pub fn faults_handled() -> usize {
 extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: errno is thread-local; the interrupted code must find it unchanged.
     let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: `info` and `ctx` are the kernel's, for this SA_SIGINFO handler.
     let ours = unsafe { absorb(info) };
     if !ours {
+        // SAFETY: as above; the previous disposition gets what the kernel gave us.
         unsafe { chain(sig, info, ctx) };
     }
+    // SAFETY: as for the read above.
     unsafe { *libc::__errno_location() = saved };
 }
 

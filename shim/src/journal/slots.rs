@@ -30,7 +30,7 @@ pub struct Slot {
 /// being opened. `None` when the journal cannot grow (it has failed for good then).
 #[inline]
 pub fn reserve(len: usize) -> Option<Slot> {
-    debug_assert!(len % 8 == 0 && (16..=MAX_RECORD).contains(&len));
+    debug_assert!(len.is_multiple_of(8) && (16..=MAX_RECORD).contains(&len));
     let len = len as u64;
     let fd = FD.load(Ordering::Acquire);
     loop {

@@ -214,4 +214,3 @@ fn every_settings_line_passes_the_tap_prefilter() {
         assert!(crate::log::may_match(line.as_bytes()), "{line}");
     }
 }
-
