@@ -265,3 +265,61 @@ fn engine_lines_are_bounded_and_lose_their_secrets() {
     assert!(engine[1].contains("hf_token=<redacted>"), "{}", engine[1]);
     assert!(!engine[1].contains("hf_AbCd"));
 }
+
+/// The journal alone sizes a vLLM run exactly once the tap keeps the sizing lines: the
+/// recorded H200 run (whose journal predates engine lines and settings records) with what the
+/// tap records today from the engine's own output (run through `tap_writer` under the shim)
+/// reproduces vLLM's 27,111 blocks and 433,776 tokens with no `--log`.
+#[test]
+fn a_vllm_run_is_sized_exactly_from_its_journal_alone() {
+    use vramledger_format::memwriter::MemJournal;
+    use vramledger_format::Api;
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-vllm-explore");
+    let output = std::fs::read_to_string(data.join("engine-stdout.txt")).unwrap();
+    let tapped = run_writer("vllm-run-lines", &output, 1 << 16, 1, &[]);
+    let kept: Vec<_> = tapped
+        .events
+        .iter()
+        .filter(|e| {
+            e.kind() == Some(Kind::Warning)
+                && (e.api == Api::VramledgerEngineLine as u16
+                    || e.api == Api::VramledgerSettings as u16)
+        })
+        .cloned()
+        .collect();
+    assert!(
+        kept.iter()
+            .any(|e| e.text.contains("GPU KV cache size: 433,776 tokens")),
+        "{kept:?}"
+    );
+    let recorded = journal::read(&data.join("pid1008.vlj")).unwrap();
+    let run = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tap-vllm-alone-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&run);
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::copy(data.join("config.json"), run.join("config.json")).unwrap();
+    let mut w = MemJournal::new(&recorded.header);
+    for e in recorded.events.iter().chain(&kept) {
+        w.event(e);
+    }
+    std::fs::write(run.join("pid1008.vlj"), w.finish(true)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramledger"))
+        .args(["size", &run.to_string_lossy(), "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["engine"], "vllm");
+    assert_eq!(v["gpu_memory_utilization"]["value"], 0.5);
+    assert_eq!(v["blocks"], 27_111, "{v:#}");
+    assert_eq!(v["blocks_bounds"], serde_json::json!([27_111, 27_111]));
+    assert_eq!(v["tokens"], 433_776);
+    assert_eq!(v["reproduced"], true);
+    let s = &v["run"]["ranks"][0]["kv_cache_memory_suggestion"];
+    assert_eq!(s["reproduced"], true, "{s:#}");
+}
