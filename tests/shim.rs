@@ -711,3 +711,23 @@ fn the_walk_past_the_runtime_finds_each_caller_every_time() {
     let books = replay(&j);
     assert_eq!(books.unknown_frees, 0);
 }
+
+/// The device of each allocation is its context's, with no driver call of vramledger's own
+/// while a process has contexts on one device: a process on both devices gets each right.
+#[test]
+fn allocations_on_two_devices_of_one_process_keep_their_devices() {
+    let (out, js) = traced("two_devices", &["100"], &[], "two-devices");
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("two_devices: 100 rounds ok");
+    let j = only(js);
+    let allocs = of_kind(&j, Kind::Alloc);
+    assert_eq!(allocs.len(), 200);
+    for e in allocs {
+        let want = if e.size == 4 * MIB { 0 } else { 1 };
+        assert_eq!(e.device, want, "{e:?}");
+    }
+    for e in of_kind(&j, Kind::Free) {
+        assert_eq!(e.device, if e.size == 4 * MIB { 0 } else { 1 }, "{e:?}");
+    }
+    assert!(j.device_identity(0).is_some() && j.device_identity(1).is_some());
+}

@@ -7,14 +7,15 @@
 //! - a process that sees one device (`cuDeviceGetCount` = 1) allocates on device 0;
 //! - a process whose contexts are all on one device (every primary retain and context
 //!   creation passes through the hooks and is noted here) allocates on that device; to be sure
-//!   no context came another way, one allocation in [`CHECK_EVERY`] asks the driver anyway, and
-//!   a disagreement turns this off for good;
+//!   no context came another way, one allocation in [`CHECK_EVERY`] of each thread (its first
+//!   included) asks the driver anyway, and a disagreement turns this off for good;
 //! - otherwise, and for any call that failed, the driver is asked.
 
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::real;
+use crate::thread::Thread;
 
 /// One allocation in this many checks the one-device rule against the driver.
 pub const CHECK_EVERY: u32 = 64;
@@ -25,7 +26,6 @@ static CONTEXTS: AtomicU64 = AtomicU64::new(0);
 static NAMED: AtomicU64 = AtomicU64::new(0);
 /// `cuDeviceGetCount` (0: not asked, -1: unknown).
 static COUNT: AtomicI32 = AtomicI32::new(0);
-static CALLS: AtomicU32 = AtomicU32::new(0);
 /// The one-device rule was caught wrong once: never used again in this process.
 static RULE_OFF: AtomicBool = AtomicBool::new(false);
 
@@ -82,9 +82,10 @@ pub fn current() -> i32 {
     }
 }
 
-/// The device a call that returned `rc` ran on.
+/// The device a call that returned `rc` ran on (`t`: the calling thread, which counts its
+/// calls for the occasional check against the driver: no counter shared between threads).
 #[inline]
-pub fn of_call(rc: i32) -> i32 {
+pub fn of_call(t: &Thread, rc: i32) -> i32 {
     if rc != 0 {
         return current();
     }
@@ -98,10 +99,9 @@ pub fn of_call(rc: i32) -> i32 {
         return current();
     }
     let dev = mask.trailing_zeros() as i32;
-    if CALLS
-        .fetch_add(1, Ordering::Relaxed)
-        .is_multiple_of(CHECK_EVERY)
-    {
+    let n = t.calls.get();
+    t.calls.set(n.wrapping_add(1));
+    if n.is_multiple_of(CHECK_EVERY) {
         let asked = current();
         if asked != dev {
             RULE_OFF.store(true, Ordering::Relaxed);
@@ -215,7 +215,6 @@ pub fn pci_bus_id(d: i32) -> Option<String> {
 pub fn reset_in_child() {
     CONTEXTS.store(0, Ordering::Relaxed);
     NAMED.store(0, Ordering::Relaxed);
-    CALLS.store(0, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub struct Thread {
     pub captures: Cell<u32>,
     /// The thread's stream-capture mode (`cuThreadExchangeStreamCaptureMode`).
     pub mode: Cell<u32>,
+    /// Allocations this thread made while the one-device rule held (`crate::devices`).
+    pub calls: Cell<u32>,
     tid: Cell<u32>,
     /// The highest address of this thread's stack (0: not asked yet, 1: unknown).
     stack_top: Cell<usize>,
@@ -46,6 +48,7 @@ thread_local! {
             entry_cfa: Cell::new(0),
             captures: Cell::new(0),
             mode: Cell::new(0),
+            calls: Cell::new(0),
             tid: Cell::new(0),
             stack_top: Cell::new(0),
             templates: [const { Cell::new(NONE) }; REMEMBERED],

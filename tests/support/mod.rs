@@ -27,6 +27,7 @@ const LIBRARIES: &[(&str, &str, &[&str])] = &[
 pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("torch_like", &["libc10_cuda.so", "libcudart.so.13"]),
     ("rt_mix", &["libc10_cuda.so", "libcudart.so.13"]),
+    ("two_devices", &["libcudart.so.13"]),
     ("cublas_like", &["libcublas.so.13", "libcudart.so.13"]),
     ("nccl_like", &["libnccl.so.2", "libcudart.so.13"]),
     ("direct_like", &["libthirdparty.so", "libcudart.so.13"]),

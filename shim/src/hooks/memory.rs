@@ -26,7 +26,7 @@ fn allocated(t: &Thread, api: Api, rc: CUresult, alloc: (u64, u64, u64), mem: Me
     e.size = size;
     e.arg0 = requested;
     e.mem = mem as u8;
-    e.device = devices::of_call(rc);
+    e.device = devices::of_call(t, rc);
     recorder::attribute(t, &mut e, false);
     recorder::emit_on(Some(t), &mut e, b"");
     if rc != CUDA_SUCCESS {

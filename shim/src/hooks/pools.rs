@@ -97,7 +97,7 @@ fn async_allocated(
     };
     e.size = size as u64;
     e.arg0 = size as u64;
-    e.device = devices::of_call(rc);
+    e.device = devices::of_call(t, rc);
     recorder::attribute(t, &mut e, false);
     let pool = if pool.is_null() {
         device_pool(e.device)
