@@ -72,7 +72,8 @@ declare -A SUM
 
 log ""
 log "== 1. a hook's ingredients next to the real driver (added ns per alloc+free pair)"
-timeout -k 5 60 "$WORK/bench_costs" 20 300 2>&1 | tee -a "$LOG"
+LD_LIBRARY_PATH="$DRIVER_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 60 "$WORK/bench_costs" 20 300 2>&1 | tee -a "$LOG"
+[[ ${PIPESTATUS[0]} == 0 ]] || log "bench_costs failed (rc ${PIPESTATUS[0]})"
 
 log ""
 log "== 2. through the driver: cuMemAlloc_v2+cuMemFree_v2, hooked/direct (bench_ab.sh 40 x 500)"
