@@ -14,6 +14,7 @@ pub mod budgets;
 pub mod check;
 pub mod cli;
 pub mod diff;
+pub mod fsout;
 pub mod journal;
 pub mod ledger;
 pub mod output;
