@@ -22,28 +22,15 @@ pub enum Format {
     Html,
 }
 
-/// Reads every journal under `path`; unreadable ones are reported and skipped (the flag
-/// says so), as `vramledger report` does.
+/// Reads every journal under `path` under the journal policy; unreadable ones are reported
+/// and skipped (the flag says so), as `vramledger report` does.
 fn load(path: &Path) -> Result<(Vec<Journal>, bool), String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    let mut bad = false;
-    let mut out = Vec::new();
-    for f in files {
-        match journal::read(&f) {
-            Ok(j) => {
-                bad |= j.corrupt;
-                out.push(j);
-            }
-            Err(e) => {
-                eprintln!("vramledger: {e}");
-                bad = true;
-            }
-        }
+    let loaded = journal::load(path)?;
+    for e in &loaded.unreadable {
+        eprintln!("vramledger: {e}");
     }
-    if out.is_empty() && !bad {
-        return Err(format!("no journals (*.vlj) found in {}", path.display()));
-    }
-    Ok((out, bad))
+    let bad = loaded.damaged();
+    Ok((loaded.journals, bad))
 }
 
 /// Renders the report of `path` in `format` into `out`; returns the exit code.

@@ -78,25 +78,23 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     EXIT_BAD_INPUT
 }
 
-/// Every journal under `path`; any unreadable or corrupt one is an error.
+/// Every journal under `path`; any unreadable or damaged one is an error (the journal
+/// policy: a snapshot claims every live allocation, so it is never taken from damaged input).
 fn load(path: &Path) -> Result<Vec<Journal>, String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    if files.is_empty() {
-        return Err(format!("no journals (*.vlj) found in {}", path.display()));
+    let loaded = journal::load(path)?;
+    if let Some(e) = loaded.unreadable.first() {
+        return Err(format!(
+            "{e}; a snapshot would miss allocations, so none was written"
+        ));
     }
-    let mut out = Vec::with_capacity(files.len());
-    for f in files {
-        let j = journal::read(&f).map_err(|e| e.to_string())?;
-        if j.corrupt {
-            let why = j.warnings.join("; ");
-            return Err(format!(
-                "{} is corrupt ({why}); a snapshot would miss allocations, so none was written",
-                f.display()
-            ));
-        }
-        out.push(j);
+    if let Some(j) = loaded.journals.iter().find(|j| j.corrupt) {
+        let why = j.warnings.join("; ");
+        return Err(format!(
+            "{} is corrupt ({why}); a snapshot would miss allocations, so none was written",
+            j.path.display()
+        ));
     }
-    Ok(out)
+    Ok(loaded.journals)
 }
 
 /// Runs `vramledger snapshot`; returns the exit code.

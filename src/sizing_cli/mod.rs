@@ -31,7 +31,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use vramledger_engines::log::Engine;
-use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::Layout;
 
 use crate::output::{size_json, size_text};
@@ -284,14 +283,11 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
             "--gpu-mem-source picks the run's capacity; it contradicts --gpu-mem-mib".into(),
         );
     }
-    Ok(())
+    crate::size_limits::check_args(args)
 }
 
 fn read_model(path: &Path, origin: Origin) -> Result<ModelSource, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let geometry =
-        ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let geometry = crate::size_limits::read_model_config(path)?;
     Ok(ModelSource {
         geometry,
         path: path.display().to_string(),
@@ -388,6 +384,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
             );
         }
         let l = log.as_ref().expect("vllm_log");
+        crate::size_limits::check_vllm(&l.vllm_attempts, &l.vllm_config)?;
         let model = find_model(args, None)?.ok_or(
             "--model-config is needed: the KV bytes per token come from the model's config.json",
         )?;
@@ -425,6 +422,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
         server = run.as_ref().and_then(|r| r.lines.server_args.clone());
     }
     let settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
+    crate::size_limits::check_settings(&settings)?;
     let model = find_model(args, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
     let layout = layout_of(args, facts)?;
@@ -434,6 +432,9 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
         (None, Some(l), None) => Some(Measured::from_log(l)?),
         (None, None, None) => None,
     };
+    if let Some(m) = &measured {
+        crate::size_limits::check_measured(m)?;
+    }
     let Some(measured) = measured else {
         let gpu = settings.gpu_mem_mib.clone().ok_or(
             "nothing measured: give --pre-gib and --available-gib, a RUN or --log to compute \
@@ -465,6 +466,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
         observed.failure = observed.failure.or(o.failure.clone());
         observed.post_capture_tokens = observed.post_capture_tokens.or(o.post_capture_tokens);
     }
+    crate::size_limits::check_observed(&observed)?;
     let report = explain::compute(explain::Plan {
         layout,
         model,
