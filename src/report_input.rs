@@ -264,7 +264,7 @@ pub const MAX_FIGURE_BYTES: u64 = 1 << 60;
 /// The largest timestamp (ns) a report may carry.
 pub const MAX_T_NS: u64 = 1 << 62;
 /// The most processes, devices per process, and stages or modules per device a report may list.
-pub const MAX_PROCESSES: usize = 1 << 16;
+pub const MAX_PROCESSES: usize = 1 << 14;
 pub const MAX_ENTRIES: usize = 1 << 16;
 
 /// Checks that every figure of a report file is a whole number in its range and that no

@@ -443,3 +443,50 @@ fn folder_links_are_followed_once_and_never_loop() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["processes"].as_array().unwrap().len(), 1, "{err}");
 }
+
+#[test]
+fn long_reports_never_hang_diff_or_check() {
+    // 20,000 stages and modules on one device, 3,000 processes of one rank: pairing them by
+    // scanning took minutes to hours (quadratic, and cubic for repeated labels).
+    let d = dir("long");
+    let (rc, report, err) = vl(&["report", "--json", &p(&data())]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let proc1 = v["processes"][1].clone();
+    let mut long = v.clone();
+    let dev = &mut long["processes"][1]["devices"][0];
+    let stage = dev["stages"][0].clone();
+    let stages: Vec<serde_json::Value> = (0..20_000)
+        .map(|i| {
+            let mut s = stage.clone();
+            s["name"] = format!("s{}", i % 7).into();
+            s
+        })
+        .collect();
+    dev["stages"] = stages.into();
+    let modules: Vec<serde_json::Value> = (0..20_000)
+        .map(|i| serde_json::json!({"module": format!("m{i}"), "owner": "torch", "live_bytes": i, "peak_bytes": i}))
+        .collect();
+    dev["modules"] = modules.into();
+    let many = {
+        let mut m = v.clone();
+        let procs: Vec<serde_json::Value> = (0..3_000)
+            .map(|i| {
+                let mut p = proc1.clone();
+                p["pid"] = (i + 10).into();
+                p["rank"] = 0.into();
+                p
+            })
+            .collect();
+        m["processes"] = procs.into();
+        m
+    };
+    for (name, doc) in [("long.json", long), ("many.json", many)] {
+        let f = d.join(name);
+        std::fs::write(&f, serde_json::to_string(&doc).unwrap()).unwrap();
+        let (rc, _, err) = vl(&["diff", &p(&f), &p(&f)]);
+        assert_eq!(rc, 0, "{err}");
+        let (rc, _, err) = vl(&["check", "--baseline", &p(&f), &p(&f)]);
+        assert_eq!(rc, 0, "{err}");
+    }
+}
