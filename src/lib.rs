@@ -22,6 +22,7 @@ pub mod output;
 pub mod report_file;
 pub mod report_input;
 pub mod run;
+pub mod run_signals;
 pub mod size_arg;
 pub mod size_limits;
 pub mod sizing_cli;
