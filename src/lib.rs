@@ -18,6 +18,7 @@ pub mod fsout;
 pub mod infile;
 pub mod journal;
 pub mod ledger;
+pub mod model_config;
 pub mod output;
 pub mod report_file;
 pub mod report_input;

@@ -390,7 +390,12 @@ fn from_journals(journals: &[journal::Journal]) -> Result<Run, String> {
 /// Reads one file: a report, else a journal. Anything else is one message.
 fn load_file(path: &Path, source: String) -> Result<Input, String> {
     let bytes = infile::read(path, infile::Kind::JournalOrReport)?;
-    if let Some(report) = read_json_report(path, &bytes) {
+    from_bytes(path, source, &bytes)
+}
+
+/// The bytes of one file read as a report, else a journal (`path` names it in messages).
+pub fn from_bytes(path: &Path, source: String, bytes: &[u8]) -> Result<Input, String> {
+    if let Some(report) = read_json_report(path, bytes) {
         return Ok(Input {
             source,
             kind: "report",
@@ -411,7 +416,7 @@ fn load_file(path: &Path, source: String) -> Result<Input, String> {
             }
         ));
     }
-    let j = journal::parse(path, &bytes).map_err(|e| e.to_string())?;
+    let j = journal::parse(path, bytes).map_err(|e| e.to_string())?;
     Ok(Input {
         source,
         kind: "journals",

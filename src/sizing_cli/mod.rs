@@ -287,7 +287,7 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
 }
 
 fn read_model(path: &Path, origin: Origin) -> Result<ModelSource, String> {
-    let geometry = crate::size_limits::read_model_config(path)?;
+    let geometry = crate::model_config::read(path)?;
     Ok(ModelSource {
         geometry,
         path: path.display().to_string(),
