@@ -14,10 +14,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use vramledger_format::frame::{decode_frame, FrameError, FRAME_MAGIC, PADDING_KIND};
+use vramledger_format::frame::{
+    decode_frame, frame_len, FrameError, FRAME_MAGIC, MAX_PAYLOAD, PADDING_KIND,
+};
 use vramledger_format::{
     check_preamble, Event, Header, Kind, PreambleCheck, FORMAT_VERSION, PREAMBLE_LEN,
 };
+
+/// The writer grows a journal in chunks of this size (docs/journal.md).
+pub const JOURNAL_CHUNK: usize = 4 << 20;
 
 /// One process's journal, decoded.
 #[derive(Debug, Clone, Default)]
@@ -134,9 +139,14 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     let mut header_seen = false;
     // Most records are 104 bytes on disk: reserve once instead of growing.
     j.events.reserve(bytes.len() / 104);
+    // Where the last padding frame ended (see the chunk rollover below).
+    let mut padded_to = None;
     while at + 8 <= bytes.len() {
         match decode_frame(&bytes[at..]) {
-            Ok((PADDING_KIND, _, used)) => at += used,
+            Ok((PADDING_KIND, _, used)) => {
+                at += used;
+                padded_to = Some(at);
+            }
             Ok((kind, payload, used)) => {
                 at += used;
                 if kind == Kind::Header as u16 {
@@ -177,10 +187,21 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                             path.display()
                         ));
                     } else if err == FrameError::Truncated {
-                        j.warnings.push(format!("{}: the last record is cut off (the process was killed while writing it)", path.display()));
+                        j.warnings.push(format!("{}: the last record is cut off at offset {at} (the file was truncated, or copied while it was written)", path.display()));
                     }
                     break;
                 };
+                // The writer's chunk rollover: a record that would straddle a chunk boundary
+                // pads its chunk up to the boundary and is written again further on, so the
+                // part of its first slot past the boundary stays zero. Nothing was lost.
+                let rollover = err == FrameError::Empty
+                    && at % JOURNAL_CHUNK == 0
+                    && padded_to == Some(at)
+                    && next - at < frame_len(MAX_PAYLOAD);
+                if rollover {
+                    at = next;
+                    continue;
+                }
                 j.warnings.push(match err {
                     FrameError::Empty => format!(
                         "{}: a record in flight when the process stopped was lost at offset {at}",
@@ -408,6 +429,36 @@ mod tests {
             vec![0x3000]
         );
         assert!(j.warnings[0].contains("corrupt"), "{:?}", j.warnings);
+    }
+
+    #[test]
+    fn a_chunk_rollover_is_not_a_lost_record() {
+        // What the writer leaves at a 4 MiB boundary: padding up to it, then the zero tail of
+        // the slot that would have straddled it, then the record written again.
+        let mut b = journal_bytes();
+        let rec = alloc(0x1000);
+        while b.len() + rec.len() <= JOURNAL_CHUNK - 64 {
+            b.extend(&rec);
+        }
+        let pad = JOURNAL_CHUNK - b.len();
+        let mut head = vec![0u8; 8];
+        head[..4].copy_from_slice(&(u32::from(FRAME_MAGIC) << 16).to_le_bytes());
+        head[4..8].copy_from_slice(&((pad - 8) as u32).to_le_bytes());
+        b.extend(&head);
+        b.resize(JOURNAL_CHUNK, 0);
+        b.extend(vec![0u8; 104 - 64]); // the straddler's slot past the boundary
+        b.extend(alloc(0x2000));
+        let n = b.len();
+        let j = parse(Path::new("j.vlj"), &b).unwrap();
+        assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+        assert_eq!(j.events.last().map(|e| e.addr), Some(0x2000));
+        // A longer gap than any record's slot is a loss, boundary or not.
+        let mut lost = b[..n - 104 - 40].to_vec();
+        lost.extend(vec![0u8; frame_len(MAX_PAYLOAD) + 8]);
+        lost.extend(alloc(0x3000));
+        let j = parse(Path::new("j.vlj"), &lost).unwrap();
+        assert_eq!(j.warnings.len(), 1, "{:?}", j.warnings);
+        assert!(j.warnings[0].contains("in flight"), "{:?}", j.warnings);
     }
 
     #[test]
