@@ -195,7 +195,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                 // pads its chunk up to the boundary and is written again further on, so the
                 // part of its first slot past the boundary stays zero. Nothing was lost.
                 let rollover = err == FrameError::Empty
-                    && at % JOURNAL_CHUNK == 0
+                    && at.is_multiple_of(JOURNAL_CHUNK)
                     && padded_to == Some(at)
                     && next - at < frame_len(MAX_PAYLOAD);
                 if rollover {
@@ -442,7 +442,7 @@ mod tests {
         }
         let pad = JOURNAL_CHUNK - b.len();
         let mut head = vec![0u8; 8];
-        head[..4].copy_from_slice(&(u32::from(FRAME_MAGIC) << 16).to_le_bytes());
+        head[..4].copy_from_slice(&(FRAME_MAGIC << 16).to_le_bytes());
         head[4..8].copy_from_slice(&((pad - 8) as u32).to_le_bytes());
         b.extend(&head);
         b.resize(JOURNAL_CHUNK, 0);
