@@ -76,21 +76,34 @@ fn open(path: &Path, kind: Kind) -> Result<(File, u64), String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| {
+            // A socket cannot even be opened: say what it is rather than ENXIO.
+            match std::fs::metadata(path)
+                .ok()
+                .and_then(|m| special_kind(m.file_type()))
+            {
+                Some(what) => not_regular(path, what, kind),
+                None => format!("cannot read {}: {e}", path.display()),
+            }
+        })?;
     let meta = f
         .metadata()
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if let Some(what) = special_kind(meta.file_type()) {
-        return Err(format!(
-            "{} is {what}, not a regular file: a {} is read only from a regular file",
-            path.display(),
-            kind.name()
-        ));
+        return Err(not_regular(path, what, kind));
     }
     if meta.len() > kind.limit() {
         return Err(too_large(path, kind, meta.len()));
     }
     Ok((f, meta.len()))
+}
+
+fn not_regular(path: &Path, what: &str, kind: Kind) -> String {
+    format!(
+        "{} is {what}, not a regular file: a {} is read only from a regular file",
+        path.display(),
+        kind.name()
+    )
 }
 
 fn too_large(path: &Path, kind: Kind, len: u64) -> String {
@@ -157,6 +170,10 @@ mod tests {
         assert!(e.contains("is a character device"), "{e}");
         let e = read(&d.join("missing"), Kind::Log).unwrap_err();
         assert!(e.starts_with("cannot read "), "{e}");
+        let sock = d.join("s.vlj");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = read(&sock, Kind::Journal).unwrap_err();
+        assert!(e.contains("is a socket, not a regular file"), "{e}");
     }
 
     #[test]
