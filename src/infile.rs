@@ -70,8 +70,8 @@ pub fn special_kind(t: std::fs::FileType) -> Option<&'static str> {
     })
 }
 
-/// Opens `path` for reading if it is a regular file.
-fn open(path: &Path, kind: Kind) -> Result<(File, u64), String> {
+/// Opens `path` for reading if it is a regular file within the limit of `kind`; its length.
+pub fn open(path: &Path, kind: Kind) -> Result<(File, u64), String> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)

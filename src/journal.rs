@@ -10,6 +10,8 @@
 //! the next committed record and what can be read is returned, but every verb exits 2.
 //! [`load`] applies this to a run folder for every verb.
 
+pub mod follow;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -70,11 +70,14 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         Ok(old) if !old.trim().is_empty() => format!("{}:{old}", lib.display()),
         _ => lib.display().to_string(),
     };
+    // Python processes load vramledger's pool hooks; the folder lives until the command ends.
+    let python_boot = crate::python_boot::prepare(&run_id);
     // Relay SIGINT/SIGTERM/SIGHUP to the command (`run_signals`); installed before the spawn
     // so no signal finds vramledger with its default action between the two.
     run_signals::install();
     let mut child = Command::new(program)
         .args(args)
+        .envs(python_boot.env())
         .env("LD_PRELOAD", preload)
         .env("VRAMLEDGER_OUT", &out)
         .env("VRAMLEDGER_RUN_ID", &run_id)

@@ -9,6 +9,7 @@
 //! below 2^32, KV bytes per token below 2^30, so bytes = tokens × cell stays below 2^62.
 
 use crate::sizing_cli::inputs::{Measured, Observed, Settings, Sourced};
+use crate::sizing_cli::vllm::run::{RunLines, WorkerLines};
 use crate::sizing_cli::vllm::{Attempt, EngineConfig};
 use crate::sizing_cli::SizeArgs;
 
@@ -170,6 +171,10 @@ pub fn check_args(a: &SizeArgs) -> Result<(), String> {
     many("--what-if-kv-cache-dtype", a.what_if_kv_cache_dtype.len())?;
     many("--what-if-context-length", a.what_if_context_length.len())?;
     many("--what-if-gpu-mem-mib", a.what_if_gpu_mem_mib.len())?;
+    many(
+        "--what-if-gpu-memory-utilization",
+        a.what_if_gpu_memory_utilization.len(),
+    )?;
     many("--what-if-tp", a.what_if_tp.len())?;
     for v in &a.what_if_page_size {
         int("--what-if-page-size", *v, 1, MAX_PAGE, flag)?;
@@ -357,6 +362,52 @@ pub fn check_vllm(attempts: &[Attempt], cfg: &EngineConfig) -> Result<(), String
     opt(cfg.utilization, |v| {
         float("gpu_memory_utilization", v, 0.0, 1.0, from)
     })?;
+    opt(cfg.max_model_len, |v| {
+        int("max_model_len", v, 1, MAX_TOKENS, from)
+    })?;
+    opt(cfg.block_size, |v| int("block_size", v, 1, MAX_PAGE, from))?;
+    opt(cfg.kv_cache_memory_bytes, |v| {
+        int("kv_cache_memory_bytes", v, 0, MAX_BYTES, from)
+    })?;
+    Ok(())
+}
+
+/// A vLLM run's recorded readings, lines and settings.
+pub fn check_vllm_run(run: &RunLines) -> Result<(), String> {
+    check_vllm(&[], &run.config)?;
+    let from = "the vLLM run";
+    let lines = |l: &WorkerLines| -> Result<(), String> {
+        for (what, v) in [
+            ("weights (GiB)", l.weights_gib),
+            ("available KV cache memory (GiB)", l.available_gib),
+            ("activation peak (GiB)", l.activation_gib),
+            ("CUDA graph estimate (GiB)", l.estimate_gib),
+            ("CUDA graph capture (GiB)", l.capture_took_gib),
+        ] {
+            opt(v, |v| float(what, v, -MAX_GIB, MAX_GIB, from))?;
+        }
+        opt(l.kv_tokens, |v| {
+            int("KV cache tokens", v, 0, MAX_TOKENS, from)
+        })?;
+        opt(l.max_len, |v| int("maximum length", v, 0, MAX_TOKENS, from))
+    };
+    lines(&run.global)?;
+    for w in &run.workers {
+        lines(&w.lines)?;
+        for i in [&w.total, &w.init_free, &w.non_torch, &w.cudagraph]
+            .into_iter()
+            .flatten()
+        {
+            signed("a memory reading (bytes)", i.bytes.lo, MAX_BYTES, &i.detail)?;
+            signed("a memory reading (bytes)", i.bytes.hi, MAX_BYTES, &i.detail)?;
+        }
+        opt(w.weights_reserved, |v| {
+            signed("weights reserved (bytes)", v, MAX_BYTES, from)
+        })?;
+        if let Some((v, _)) = &w.low_free {
+            int("lowest free memory (bytes)", *v, 0, MAX_BYTES, from)?;
+        }
+    }
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! Fuzzing the log grammar (crates/engines `log`: the prefilter, `classify` on text and bytes,
 //! `classify_each`, the stage tracker, rule files) and the CLI's log reader (`LogFacts`: the
 //! `server_args` line, the numbers `size` uses), seeded with the real engine output in
-//! tests/data (the recorded runs' program output and public SGLang/vLLM startup logs).
+//! tests/data (the recorded runs' program and engine output, and public SGLang/vLLM startup logs).
 //!
 //! See tests/fuzz_support for the method, the counts and how to replay an input.
 
@@ -21,7 +21,10 @@ fn seed_lines() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for (path, bytes) in files(&manifest_dir().join("tests/data")) {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if !(name.ends_with(".log") || name == "program-output.txt") {
+        if !(name.ends_with(".log")
+            || name == "program-output.txt"
+            || name.starts_with("engine-std"))
+        {
             continue;
         }
         out.extend(

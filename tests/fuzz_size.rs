@@ -264,6 +264,15 @@ fn argv(rng: &mut Rng) -> Vec<u8> {
     let mut a: Vec<String> = vec!["size".into()];
     match rng.below(10) {
         0 => a.push(data.display().to_string()),
+        9 if rng.one_in(2) => {
+            // A vLLM run (its own sizing path), with its engine output half the time.
+            let v = manifest_dir().join("tests/data/h200-vllm-explore");
+            a.push(v.display().to_string());
+            if rng.one_in(2) {
+                a.push("--log".into());
+                a.push(v.join("engine-stdout.txt").display().to_string());
+            }
+        }
         1 => {
             a.push("--log".into());
             a.push(data.join("program-output.txt").display().to_string());

@@ -118,6 +118,7 @@ fn a_fifo_never_hangs_any_verb() {
         p(&data().join("config.json")),
     );
     let o = p(&d.join("o.json"));
+    let db = p(&d.join("h.db"));
     let cases: Vec<Vec<&str>> = vec![
         vec!["report", &r],
         vec!["report", &r, "--json"],
@@ -132,6 +133,8 @@ fn a_fifo_never_hangs_any_verb() {
         vec!["size", &r, "--model-config", &cfg],
         vec!["size", &dat, "--model-config", &f],
         vec!["size", "--log", &f, "--model-config", &cfg],
+        vec!["metrics", &r],
+        vec!["export", "--sqlite", &db, &r],
     ];
     for args in cases {
         refused(&args, "is a FIFO, not a regular file");
@@ -221,7 +224,10 @@ fn one_policy_for_damaged_journals() {
     let o = p(&d.join("o.json"));
     for (input, damaged) in [(p(&cut), true), (p(&killed), false)] {
         let journal = format!("{input}/pid2090.vlj");
+        let db = format!("{}/h-{damaged}.db", d.display());
         let verbs: Vec<Vec<&str>> = vec![
+            vec!["metrics", &input],
+            vec!["export", "--sqlite", &db, &input],
             vec!["report", &input],
             vec!["report", &input, "--json", "-o", &o, "--force"],
             vec!["dump", &journal],

@@ -36,6 +36,15 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("bad_args", &[]),
     ("procaddr_walk", &[]),
     ("tap_writer", &[]),
+    (
+        "vllm_tp_like",
+        &[
+            "libc10_cuda.so",
+            "libcudart.so.13",
+            "libnccl.so.2",
+            "libcublas.so.13",
+        ],
+    ),
 ];
 
 /// Debug info for unwinding; frame pointers and no sibling calls so every module keeps its frame.

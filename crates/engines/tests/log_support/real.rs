@@ -48,14 +48,21 @@ pub const fn tp(
     }
 }
 
+/// `../shared/logs` beside the checkout (or beside the folder of worktrees holding it).
 pub fn logs_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/logs");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("note: {} not found; real-log tests skipped", dir.display());
-        None
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        here.join("../../../shared/logs"),
+        here.join("../../../../shared/logs"),
+    ];
+    let found = candidates.iter().find(|d| d.is_dir()).cloned();
+    if found.is_none() {
+        eprintln!(
+            "note: {} not found; real-log tests skipped",
+            candidates[0].display()
+        );
     }
+    found
 }
 
 /// Lines of a log without its header.
