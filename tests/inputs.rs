@@ -496,3 +496,41 @@ fn long_reports_never_hang_diff_or_check() {
         assert_eq!(rc, 0, "{err}");
     }
 }
+
+#[test]
+fn a_record_before_the_opening_stage_is_read() {
+    // Another thread's record can land before the startup stage record; the ledger's first
+    // span then started late and the replay underflowed (found by fuzz journal_records).
+    use vramledger_format::frame::{decode_frame, encode_frame, frame_len};
+    use vramledger_format::{Event, Kind, PREAMBLE_LEN};
+    let d = dir("opening");
+    let mut s = Synth::new(77, "r");
+    s.stage("weight_load", None, 10 * GIB);
+    s.alloc(0x1000_0000, GIB, Owner::Torch, 0);
+    let b = &s.bytes;
+    let header_len = decode_frame(&b[PREAMBLE_LEN..]).unwrap().2;
+    let at = PREAMBLE_LEN + header_len;
+    let early = Event {
+        kind: Kind::Module as u16,
+        text: "/usr/lib/libearly.so".into(),
+        module: 9,
+        ..Event::default()
+    };
+    let payload = early.encode();
+    let mut frame = vec![0u8; frame_len(payload.len())];
+    encode_frame(early.kind, &payload, &mut frame);
+    let mut j = b[..at].to_vec();
+    j.extend(frame);
+    j.extend_from_slice(&b[at..]);
+    std::fs::write(d.join("j.vlj"), j).unwrap();
+    let (rc, out, err) = vl(&["report", "--json", &p(&d)]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let stages: Vec<&str> = v["processes"][0]["devices"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["startup", "weight_load"], "{v:#}");
+}
