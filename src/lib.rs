@@ -19,6 +19,7 @@ pub mod ledger;
 pub mod output;
 pub mod report_file;
 pub mod report_input;
+pub mod libpath;
 pub mod run;
 pub mod size_arg;
 pub mod sizing_cli;
