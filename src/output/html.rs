@@ -620,8 +620,8 @@ pub fn render(
         .count();
     let _ = writeln!(
         out,
-        "<p class=\"meta\">{} processes ({} with device memory) · figures in {} · per device: stage delta = free memory at the stage start − at its end, explained by owner; the rest is unattributed</p>",
-        run.processes.len(),
+        "<p class=\"meta\">{} ({} with device memory) · figures in {} · per device: stage delta = free memory at the stage start − at its end, explained by owner; the rest is unattributed</p>",
+        super::count(run.processes.len(), "process", "processes"),
         with_devices,
         unit_name(units)
     );

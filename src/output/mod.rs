@@ -12,3 +12,8 @@ pub mod report_text;
 pub mod size_json;
 pub mod size_text;
 pub mod snapshot_json;
+
+/// `1 process`, `2 processes`: a count and its noun.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
