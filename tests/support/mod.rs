@@ -8,6 +8,7 @@
 //!            and the executables (rpath $ORIGIN; libcuda comes from LD_LIBRARY_PATH).
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod skip;
 pub mod synth;
 
 use std::path::{Path, PathBuf};

@@ -4,39 +4,47 @@
 
 #![allow(dead_code)]
 
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
+
 use std::path::PathBuf;
 use vramledger_engines::sizing::model::ModelGeometry;
 
-/// `shared/logs`, or `None` (with a note on stdout) when this checkout has no `shared/`.
+/// `shared/logs`, or `None` when this checkout has no `shared/` (the test is then skipped:
+/// counted and explained by scripts/test.sh, a failure in CI).
 pub fn logs_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/logs");
     if dir.is_dir() {
         Some(dir)
     } else {
-        println!(
-            "note: {} is absent; real-log sizing test skipped",
-            dir.display()
-        );
+        skip_support::skip(&format!("{} is absent (real logs)", dir.display()));
         None
     }
 }
 
-/// The text of `shared/logs/<name>`, or `None` with a note.
+/// The text of `shared/logs/<name>`, or `None` (skipped) when it cannot be read.
 pub fn log(name: &str) -> Option<String> {
     let path = logs_dir()?.join(name);
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(e) => {
-            println!("note: cannot read {}: {e}; test skipped", path.display());
+            skip_support::skip(&format!("cannot read {}: {e}", path.display()));
             None
         }
     }
 }
 
-/// The geometry of `shared/logs/configs/<name>.json` (panics if present but unreadable).
+/// The geometry of `shared/logs/configs/<name>.json`, or `None` (skipped) when it cannot be
+/// read (panics if present but not a config).
 pub fn config(name: &str) -> Option<ModelGeometry> {
     let path = logs_dir()?.join("configs").join(format!("{name}.json"));
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            skip_support::skip(&format!("cannot read {}: {e}", path.display()));
+            return None;
+        }
+    };
     Some(ModelGeometry::from_config_json(&text).expect("config.json parses"))
 }
 
