@@ -1247,10 +1247,9 @@ fn of<'a>(v: &'a Value, ph: &str, name: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// The trace's `ts` (wall-clock µs, as a float) of journal time `t_ns` for `Run::new(pid)`.
+/// The trace's `ts` (whole wall-clock µs) of journal time `t_ns` for `Run::new(pid)`.
 fn wall_ts(pid: i128, t_ns: i128) -> f64 {
-    let ns = 1_700_000_000_000_000_000i128 + pid + t_ns - 2000;
-    (ns / 1000) as f64 + (ns % 1000) as f64 / 1000.0
+    ((1_700_000_000_000_000_000i128 + pid + t_ns - 2000) / 1000) as f64
 }
 
 #[test]

@@ -11,10 +11,10 @@
 //
 //   node memory_viz_check.mjs FILE.pickle --viewer DIR [--screenshots DIR] [--year YYYY]
 //                                          [--chromium PATH] [--max-clicks N]
-import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import {chromium} from 'playwright-core';
+import {CHROMIUM_ARGS, serve} from './serve.mjs';
 
 const VIEWS = [
   'Active Memory Timeline',
@@ -43,52 +43,24 @@ function args(argv) {
   return out;
 }
 
-const TYPES = {'.js': 'text/javascript', '.html': 'text/html', '.pickle': 'application/octet-stream'};
-
 // The viewer's folder at /, the pickle at /snapshot.pickle, a page that loads it at /check.html.
-function serve(viewer, file) {
-  const page = fs.readFileSync(path.join(viewer, 'index.html'), 'utf8').replace(
+function page(viewer) {
+  return fs.readFileSync(path.join(viewer, 'index.html'), 'utf8').replace(
     /<script type="module" src="\.\/MemoryViz\.js"><\/script>/,
     `<script type="module">
 import {add_remote_files} from './MemoryViz.js';
 add_remote_files([{name: 'snapshot.pickle', url: '/snapshot.pickle'}]);
 </script>`);
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url, 'http://127.0.0.1');
-    let body = null;
-    let type = 'text/plain';
-    if (url.pathname === '/check.html') {
-      body = page;
-      type = TYPES['.html'];
-    } else if (url.pathname === '/snapshot.pickle') {
-      body = fs.readFileSync(file);
-      type = TYPES['.pickle'];
-    } else {
-      const p = path.normalize(path.join(viewer, decodeURIComponent(url.pathname)));
-      if (p.startsWith(path.resolve(viewer)) && fs.existsSync(p) && fs.statSync(p).isFile()) {
-        body = fs.readFileSync(p);
-        type = TYPES[path.extname(p)] || type;
-      }
-    }
-    if (body === null) {
-      res.writeHead(404);
-      res.end();
-      return;
-    }
-    res.writeHead(200, {'content-type': type});
-    res.end(body);
-  });
-  return new Promise(resolve => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
 
 async function main() {
   const opt = args(process.argv.slice(2));
-  const server = await serve(path.resolve(opt.viewer), path.resolve(opt.file));
+  const server = await serve(opt.viewer, {'/snapshot.pickle': path.resolve(opt.file)},
+                             {'/check.html': page(opt.viewer)});
   const port = server.address().port;
   const browser = await chromium.launch({
     executablePath: opt.chromium,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: CHROMIUM_ARGS,
   });
   const failures = [];
   const fail = msg => {

@@ -115,7 +115,9 @@ fn process(p: &ProcessSnapshot, pid: u32, out: &mut Events) {
     for s in &p.stages {
         out.push(json!({
             "name": s.name, "cat": "stage", "ph": "X", "pid": pid, "tid": STAGE_TID,
-            "ts": ts(s.start_ns), "dur": us(s.end_ns.saturating_sub(s.start_ns) as i128),
+            // From whole-µs boundaries: a stage ends exactly where the next begins (a
+            // rounded `dur` could overlap the next one, and importers drop such slices).
+            "ts": ts(s.start_ns), "dur": ts(s.end_ns).saturating_sub(ts(s.start_ns)),
             "args": {"stage": s.name},
         }));
     }
@@ -158,7 +160,8 @@ fn process(p: &ProcessSnapshot, pid: u32, out: &mut Events) {
     }
 }
 
-/// Nanoseconds as µs (exact to the ns in the printed decimal).
-fn us(ns: i128) -> f64 {
-    (ns / 1000) as f64 + (ns % 1000) as f64 / 1000.0
+/// Nanoseconds as whole µs (wall-clock µs since the epoch are ~2^50: a float with a fraction
+/// would be rounded to a quarter µs, unevenly).
+fn us(ns: i128) -> u64 {
+    (ns / 1000).max(0) as u64
 }

@@ -37,6 +37,16 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("bad_args", &[]),
     ("procaddr_walk", &[]),
     ("tap_writer", &[]),
+    (
+        "server_like",
+        &[
+            "libc10_cuda.so",
+            "libcudart.so.13",
+            "libcublas.so.13",
+            "libnccl.so.2",
+            "libthirdparty.so",
+        ],
+    ),
 ];
 
 /// Debug info for unwinding; frame pointers and no sibling calls so every module keeps its frame.
