@@ -16,8 +16,15 @@ use std::process::Command;
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(vl_embedded_shim)");
     println!("cargo::rerun-if-env-changed=VRAMLEDGER_EMBED_SHIM");
-    let root = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    for p in ["shim", "crates/format", "crates/engines", "Cargo.lock", ".cargo/config.toml"] {
+    let root =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    for p in [
+        "shim",
+        "crates/format",
+        "crates/engines",
+        "Cargo.lock",
+        ".cargo/config.toml",
+    ] {
         if root.join(p).exists() {
             println!("cargo::rerun-if-changed={p}");
         }
@@ -33,10 +40,17 @@ fn main() {
     }
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let lib = build_shim(&root, &out);
-    let bytes = std::fs::read(&lib).unwrap_or_else(|e| panic!("cannot read {}: {e}", lib.display()));
+    let bytes =
+        std::fs::read(&lib).unwrap_or_else(|e| panic!("cannot read {}: {e}", lib.display()));
     println!("cargo::rustc-cfg=vl_embedded_shim");
-    println!("cargo::rustc-env=VRAMLEDGER_EMBEDDED_SHIM={}", lib.display());
-    println!("cargo::rustc-env=VRAMLEDGER_EMBEDDED_SHIM_ID={}", content_id(&bytes));
+    println!(
+        "cargo::rustc-env=VRAMLEDGER_EMBEDDED_SHIM={}",
+        lib.display()
+    );
+    println!(
+        "cargo::rustc-env=VRAMLEDGER_EMBEDDED_SHIM_ID={}",
+        content_id(&bytes)
+    );
 }
 
 /// Runs `cargo build -p vramledger-shim` for this build's target and profile; returns the
@@ -71,10 +85,20 @@ fn build_shim(root: &Path, out: &Path) -> PathBuf {
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo to build shim/: {e}"));
-    assert!(status.success(), "building shim/ (libvramledger.so) failed: {status}");
+    assert!(
+        status.success(),
+        "building shim/ (libvramledger.so) failed: {status}"
+    );
     let profile_dir = if release { "release" } else { "debug" };
-    let lib = target_dir.join(&target).join(profile_dir).join("libvramledger.so");
-    assert!(lib.is_file(), "the shim build produced no {}", lib.display());
+    let lib = target_dir
+        .join(&target)
+        .join(profile_dir)
+        .join("libvramledger.so");
+    assert!(
+        lib.is_file(),
+        "the shim build produced no {}",
+        lib.display()
+    );
     lib
 }
 
@@ -85,7 +109,9 @@ fn content_id(bytes: &[u8]) -> String {
     let mut b: u64 = 0x6c62_272e_07bb_0142;
     for &x in bytes {
         a = (a ^ x as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        b = (b ^ x as u64).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(5);
+        b = (b ^ x as u64)
+            .wrapping_mul(0x0000_0100_0000_01b3)
+            .rotate_left(5);
     }
     format!("{a:016x}{b:016x}-{}", bytes.len())
 }

@@ -330,7 +330,12 @@ fn flood_html(d: &Path) -> PathBuf {
     let names: Vec<String> = (0..20).map(|i| format!("warmup_batch_size_{i}")).collect();
     for (i, n) in names.iter().enumerate() {
         s.stage(n, None, free - 512 * MIB);
-        s.alloc(0x1000_0000 + i as u64 * 0x100_0000, 8 * MIB, Owner::Torch, 1);
+        s.alloc(
+            0x1000_0000 + i as u64 * 0x100_0000,
+            8 * MIB,
+            Owner::Torch,
+            1,
+        );
     }
     s.stage("serving", None, free - 512 * MIB - 160 * MIB);
     for _ in 0..4000 {
@@ -346,7 +351,12 @@ fn flood_html(d: &Path) -> PathBuf {
         .arg(p.parent().unwrap())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
@@ -364,7 +374,10 @@ fn stages_too_short_to_label_are_named_under_the_chart() {
     // startup, the twenty, serving: each either on the chart or in the line, once.
     assert_eq!(labelled + unlabelled, 22, "{labelled} + {unlabelled}");
     assert!(labelled >= 5, "{labelled}");
-    assert!(html.contains(">serving</text>"), "the long stage is labelled");
+    assert!(
+        html.contains(">serving</text>"),
+        "the long stage is labelled"
+    );
     // Every band keeps its name as a tooltip.
     assert_eq!(html.matches("<rect class=\"band\"").count(), 22);
 }
@@ -377,12 +390,19 @@ fn the_page_reflows_and_no_label_is_clipped_in_chromium() {
     if Command::new("node").arg("--version").output().is_err() {
         return skip("node is not installed");
     }
-    if !root.join("scripts/viewers/node_modules/playwright-core").is_dir() {
+    if !root
+        .join("scripts/viewers/node_modules/playwright-core")
+        .is_dir()
+    {
         return skip("playwright-core is not installed: npm ci --prefix scripts/viewers");
     }
-    let chromium = std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
+    let chromium =
+        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
     if !chromium.is_file() {
-        return skip(&format!("{} is missing: apt-get install chromium", chromium.display()));
+        return skip(&format!(
+            "{} is missing: apt-get install chromium",
+            chromium.display()
+        ));
     }
     let d = dir("reflow");
     let recorded = d.join("recorded.html");
@@ -401,6 +421,11 @@ fn the_page_reflows_and_no_label_is_clipped_in_chromium() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{}:\n{text}{}", page.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}:\n{text}{}",
+            page.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -34,7 +34,14 @@ fn json_keeps_the_programs_stdout_out_of_stdout() {
     let out = d.join("out");
     let exe = c.exe("server_like");
     let r = run_cli(
-        &["run", "--json", "--out", out.to_str().unwrap(), "--", exe.to_str().unwrap()],
+        &[
+            "run",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
         &[],
     );
     assert!(r.success(), "{}", r.dump());
@@ -65,7 +72,14 @@ fn json_keeps_the_programs_stdout_out_of_stdout() {
         ]
     );
     let live = &dev["live_at_end"]["by_owner"];
-    for owner in ["torch", "torch_graph_pool", "nccl", "direct", "vmm", "context"] {
+    for owner in [
+        "torch",
+        "torch_graph_pool",
+        "nccl",
+        "direct",
+        "vmm",
+        "context",
+    ] {
         assert!(live[owner].as_i64().unwrap() > 0, "{owner}: {live}");
     }
 }
@@ -76,17 +90,34 @@ fn a_command_without_a_journal_gets_one_line() {
     let out = d.join("out");
     let r = run_cli(&["run", "--out", out.to_str().unwrap(), "--", "true"], &[]);
     assert!(r.success(), "{}", r.dump());
-    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("vramledger:")).collect();
+    let lines: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("vramledger:"))
+        .collect();
     assert_eq!(lines.len(), 1, "{}", r.dump());
     assert!(lines[0].contains("wrote no journal"), "{}", lines[0]);
     assert!(!r.stderr.contains("report again"), "{}", r.dump());
     // Journals of an earlier run in the same folder are not this run's.
     let c = support::clients();
     let exe = c.exe("cublas_like");
-    let first = run_cli(&["run", "--out", out.to_str().unwrap(), "--", exe.to_str().unwrap()], &[]);
+    let first = run_cli(
+        &[
+            "run",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert!(first.success(), "{}", first.dump());
     let again = run_cli(&["run", "--out", out.to_str().unwrap(), "--", "true"], &[]);
-    assert!(again.stderr.contains("wrote no journal"), "{}", again.dump());
+    assert!(
+        again.stderr.contains("wrote no journal"),
+        "{}",
+        again.dump()
+    );
     assert_eq!(again.stdout, "");
 }
 
@@ -96,16 +127,49 @@ fn the_library_is_found_or_the_error_says_how() {
     let out = d.join("out");
     let o = out.to_str().unwrap();
     // --lib and VRAMLEDGER_LIB name a file that must exist.
-    let r = run_cli(&["run", "--lib", "/nonexistent/libvramledger.so", "--out", o, "--", "true"], &[]);
+    let r = run_cli(
+        &[
+            "run",
+            "--lib",
+            "/nonexistent/libvramledger.so",
+            "--out",
+            o,
+            "--",
+            "true",
+        ],
+        &[],
+    );
     assert_eq!(r.status.code(), Some(2), "{}", r.dump());
-    assert!(r.stderr.contains("--lib /nonexistent/libvramledger.so: no such file"), "{}", r.dump());
-    let r = run_cli(&["run", "--out", o, "--", "true"], &[("VRAMLEDGER_LIB", "/nonexistent/x.so")]);
+    assert!(
+        r.stderr
+            .contains("--lib /nonexistent/libvramledger.so: no such file"),
+        "{}",
+        r.dump()
+    );
+    let r = run_cli(
+        &["run", "--out", o, "--", "true"],
+        &[("VRAMLEDGER_LIB", "/nonexistent/x.so")],
+    );
     assert_eq!(r.status.code(), Some(2), "{}", r.dump());
-    assert!(r.stderr.contains("VRAMLEDGER_LIB /nonexistent/x.so"), "{}", r.dump());
+    assert!(
+        r.stderr.contains("VRAMLEDGER_LIB /nonexistent/x.so"),
+        "{}",
+        r.dump()
+    );
     // --lib is what the command gets in LD_PRELOAD (first, before an inherited one).
     let beside = cli().with_file_name("libvramledger.so");
     let r = run_cli(
-        &["run", "--lib", beside.to_str().unwrap(), "--out", o, "--", "sh", "-c", "echo \"$LD_PRELOAD\""],
+        &[
+            "run",
+            "--lib",
+            beside.to_str().unwrap(),
+            "--out",
+            o,
+            "--",
+            "sh",
+            "-c",
+            "echo \"$LD_PRELOAD\"",
+        ],
         &[("LD_PRELOAD", "")],
     );
     assert!(r.success(), "{}", r.dump());
@@ -129,10 +193,18 @@ fn a_cli_alone_writes_out_the_library_it_carries() {
     let r = support::run(support::command(&lone, &["lib-path"], &c.driver_dir, &env));
     assert!(r.success(), "{}", r.dump());
     let lib = PathBuf::from(r.stdout.trim());
-    assert!(lib.starts_with(cache.join("vramledger/lib")), "{}", lib.display());
+    assert!(
+        lib.starts_with(cache.join("vramledger/lib")),
+        "{}",
+        lib.display()
+    );
     let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
     assert_eq!(mode(&lib), 0o700);
-    for dir in [lib.parent().unwrap(), &cache.join("vramledger/lib"), &cache.join("vramledger")] {
+    for dir in [
+        lib.parent().unwrap(),
+        &cache.join("vramledger/lib"),
+        &cache.join("vramledger"),
+    ] {
         assert_eq!(mode(dir), 0o700, "{}", dir.display());
     }
     let bytes = std::fs::read(&lib).unwrap();
@@ -143,7 +215,14 @@ fn a_cli_alone_writes_out_the_library_it_carries() {
     let exe = c.exe("cublas_like");
     let r = support::run(support::command(
         &lone,
-        &["run", "--json", "--out", out.to_str().unwrap(), "--", exe.to_str().unwrap()],
+        &[
+            "run",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
         &c.driver_dir,
         &env,
     ));

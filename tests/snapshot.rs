@@ -756,7 +756,10 @@ fn check_viewer_invariants(v: &Value) {
         }
         // Wall-clock µs since the epoch (the viewer shows `new Date(time_us / 1000)`): after
         // 2001, not a monotonic clock's few days.
-        assert!(t["time_us"].as_u64().unwrap() > 1_000_000_000_000_000, "{t}");
+        assert!(
+            t["time_us"].as_u64().unwrap() > 1_000_000_000_000_000,
+            "{t}"
+        );
         if let Some(c) = t["category"].as_str() {
             if !categories.contains(&c) {
                 categories.push(c);
@@ -1262,10 +1265,7 @@ fn perfetto_golden() {
     let t0 = wall_ts(612, 2000);
     let rel = |ts: f64| ts - t0;
     assert_eq!(v["otherData"]["origin_unix_ns"], "0");
-    assert_eq!(
-        v["otherData"]["run_start_unix_ns"],
-        "1700000000000000612"
-    );
+    assert_eq!(v["otherData"]["run_start_unix_ns"], "1700000000000000612");
     let meta = of(&v, "M", "process_name");
     assert_eq!(
         meta,

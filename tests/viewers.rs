@@ -43,12 +43,19 @@ fn browser_tools() -> Result<(), String> {
     if Command::new("node").arg("--version").output().is_err() {
         return Err("node is not installed".into());
     }
-    if !root().join("scripts/viewers/node_modules/playwright-core").is_dir() {
+    if !root()
+        .join("scripts/viewers/node_modules/playwright-core")
+        .is_dir()
+    {
         return Err("playwright-core is not installed: npm ci --prefix scripts/viewers".into());
     }
-    let chromium = std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
+    let chromium =
+        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
     if !chromium.is_file() {
-        return Err(format!("{} is missing: apt-get install chromium", chromium.display()));
+        return Err(format!(
+            "{} is missing: apt-get install chromium",
+            chromium.display()
+        ));
     }
     Ok(())
 }
@@ -70,7 +77,14 @@ fn demo_run(d: &Path) -> PathBuf {
     let exe = c.exe("server_like");
     let r = support::run(support::command(
         &cli(),
-        &["run", "--json", "--out", out.to_str().unwrap(), "--", exe.to_str().unwrap()],
+        &[
+            "run",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
         &c.driver_dir,
         &[],
     ));
@@ -126,7 +140,11 @@ fn inputs(d: &Path) -> Vec<(PathBuf, Vec<&'static str>)> {
 fn memory_viz_pickles_in_pytorchs_memoryviz_js() {
     let shared = root().join("../shared/viewers/memory_viz");
     let viewer = match browser_tools().and_then(|()| {
-        viewer_dir("VRAMLEDGER_MEMORY_VIZ_DIR", Some(shared), "PyTorch's MemoryViz.js")
+        viewer_dir(
+            "VRAMLEDGER_MEMORY_VIZ_DIR",
+            Some(shared),
+            "PyTorch's MemoryViz.js",
+        )
     }) {
         Ok(v) => v,
         Err(reason) => return skip(&reason),
@@ -164,7 +182,10 @@ fn memory_viz_pickles_through_torchs_memory_viz_py() {
     let file = std::env::var_os("VRAMLEDGER_TORCH_MEMORY_VIZ").map(PathBuf::from);
     match &file {
         Some(f) if !f.is_file() => {
-            return skip(&format!("VRAMLEDGER_TORCH_MEMORY_VIZ={}: no such file", f.display()))
+            return skip(&format!(
+                "VRAMLEDGER_TORCH_MEMORY_VIZ={}: no such file",
+                f.display()
+            ))
         }
         Some(_) => {}
         None => {

@@ -157,7 +157,12 @@ fn place_labels(wanted: &[Wanted], min_x: f64, max_x: f64) -> Vec<Option<(f64, u
         'lanes: for (lane, placed) in lanes.iter_mut().enumerate() {
             // Its own place, then just after each label in its way, as far as its band goes.
             let mut candidates = vec![left0];
-            candidates.extend(placed.iter().map(|&(_, b)| b + 2.0).filter(|&c| c > left0 && c <= last));
+            candidates.extend(
+                placed
+                    .iter()
+                    .map(|&(_, b)| b + 2.0)
+                    .filter(|&c| c > left0 && c <= last),
+            );
             candidates.sort_by(f64::total_cmp);
             for left in candidates {
                 let right = left + w;
@@ -242,7 +247,12 @@ pub fn timeline_svg(tl: &DeviceTimeline, start_free: Option<u64>, title: &str) -
     // Legend items: the owners drawn, then the free-memory line.
     let drawn: Vec<(Owner, i64)> = STACK
         .iter()
-        .map(|&o| (o, tl.points.iter().map(|p| p.held.get(o)).max().unwrap_or(0)))
+        .map(|&o| {
+            (
+                o,
+                tl.points.iter().map(|p| p.held.get(o)).max().unwrap_or(0),
+            )
+        })
         .filter(|&(_, peak)| peak > 0)
         .collect();
     let mut items: Vec<String> = drawn
@@ -257,7 +267,11 @@ pub fn timeline_svg(tl: &DeviceTimeline, start_free: Option<u64>, title: &str) -
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let mark = if taken_item && i == items.len() - 1 { 27.0 } else { 15.0 };
+            let mark = if taken_item && i == items.len() - 1 {
+                27.0
+            } else {
+                15.0
+            };
             mark + t.chars().count() as f64 * LEGEND_CHAR_W
         })
         .collect();
@@ -456,13 +470,23 @@ mod tests {
     fn labels_stay_inside_and_apart() {
         // Two that overlap share no lane; one past the right edge is moved left to end there.
         let p = place_labels(
-            &[at(0.0, 50.0), at(5.0, 50.0), at(100.0, 20.0), at(190.0, 30.0)],
+            &[
+                at(0.0, 50.0),
+                at(5.0, 50.0),
+                at(100.0, 20.0),
+                at(190.0, 30.0),
+            ],
             0.0,
             200.0,
         );
         assert_eq!(
             p,
-            [Some((0.0, 0)), Some((5.0, 1)), Some((100.0, 0)), Some((170.0, 0))]
+            [
+                Some((0.0, 0)),
+                Some((5.0, 1)),
+                Some((100.0, 0)),
+                Some((170.0, 0))
+            ]
         );
         // Moved left onto an earlier one, it takes a free lane.
         let p = place_labels(&[at(150.0, 40.0), at(195.0, 40.0)], 0.0, 200.0);

@@ -96,7 +96,9 @@ fn snapshot_marker(p: &mut Pickler, ps: &ProcessSnapshot, d: &DeviceSnapshot) {
         e.entry("addr", |p| p.int(0));
         e.entry("size", |p| p.int(0));
         e.entry("stream", |p| p.int(0));
-        e.entry("time_us", |p| p.int(wall_us(ps, d.point.t_ns).max(0) as u64));
+        e.entry("time_us", |p| {
+            p.int(wall_us(ps, d.point.t_ns).max(0) as u64)
+        });
         e.entry("frames", |p| p.list(|_| {}));
         e.entry("category", |p| p.str("unknown"));
         e.entry("user_metadata", |p| p.str(&d.point.stage));

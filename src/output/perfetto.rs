@@ -130,10 +130,8 @@ fn process(p: &ProcessSnapshot, pid: u32, out: &mut Events) {
             if samples.peek().is_some_and(|next| ts(next.t_ns) == t) {
                 continue;
             }
-            out.push(
-                json!({"name": vram, "cat": "memory", "ph": "C", "pid": pid,
-                "tid": COUNTER_TID, "ts": t, "args": owners(&sample.by_owner)}),
-            );
+            out.push(json!({"name": vram, "cat": "memory", "ph": "C", "pid": pid,
+                "tid": COUNTER_TID, "ts": t, "args": owners(&sample.by_owner)}));
         }
         let free = format!("free cuda:{}", d.device);
         let mut readings = d.free_readings.iter().peekable();
@@ -142,10 +140,8 @@ fn process(p: &ProcessSnapshot, pid: u32, out: &mut Events) {
             if readings.peek().is_some_and(|next| ts(next.t_ns) == t) {
                 continue;
             }
-            out.push(
-                json!({"name": free, "cat": "memory", "ph": "C", "pid": pid,
-                "tid": COUNTER_TID, "ts": t, "args": {"free": r.free_bytes}}),
-            );
+            out.push(json!({"name": free, "cat": "memory", "ph": "C", "pid": pid,
+                "tid": COUNTER_TID, "ts": t, "args": {"free": r.free_bytes}}));
         }
         for f in &d.failures {
             out.push(json!({

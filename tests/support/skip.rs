@@ -22,7 +22,10 @@ pub fn skip(reason: &str) {
     let binary = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .map(|s| s.rsplit_once('-').map_or(s.clone(), |(name, _hash)| name.to_string()))
+        .map(|s| {
+            s.rsplit_once('-')
+                .map_or(s.clone(), |(name, _hash)| name.to_string())
+        })
         .unwrap_or_default();
     eprintln!("SKIPPED {binary}::{test}: {reason}");
     if let Some(log) = std::env::var_os("VRAMLEDGER_SKIP_LOG") {
