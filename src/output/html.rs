@@ -13,7 +13,8 @@ use crate::ledger::{RunBooks, REPORT_OWNERS};
 use crate::output::report_text::Units;
 use crate::timeline::DeviceTimeline;
 
-use super::html_timeline::{duration, timeline_svg, GIB};
+use super::html_axis::{duration, GIB};
+use super::html_timeline::timeline_svg;
 
 /// The colour of an owner (the same in the timeline, the legend and the table header).
 pub fn colour(o: Owner) -> &'static str {
