@@ -12,7 +12,7 @@
 //! - instant events (`i`, `cat` `oom`): out-of-memory failures.
 //!
 //! Every event has a `cat` (viewers name a track `cat.name`: without it, `undefined.name`).
-//! Timestamps are wall-clock µs since the epoch (each journal's start plus its monotonic time
+//! Timestamps are whole wall-clock µs since the epoch (each journal's start plus its monotonic time
 //! since, on its clock made non-decreasing in journal order), so processes of a run line up
 //! and a viewer shows the real time of day.
 
