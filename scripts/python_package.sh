@@ -2,7 +2,7 @@
 # The Python package end to end, as a user gets it: build the wheel from this checkout, make it
 # a manylinux wheel (auditwheel repair: it says which glibc it needs), install that into a fresh
 # venv, run its tests (python/tests), and run the demo through the installed `vramledger`
-# console script.
+# console script (its folder is kept: target/demo-pip).
 #
 #   scripts/python_package.sh            # leaves the wheels in target/wheels/
 #   PYTHON=python3.12 scripts/python_package.sh
@@ -36,4 +36,4 @@ echo "== its tests (python/tests)"
 "$WORK/venv/bin/python" -m unittest discover -s python/tests -v
 
 echo "== the demo through the installed entry point"
-VRAMLEDGER="$VL" DEMO_DIR="$WORK/demo" scripts/demo.sh
+VRAMLEDGER="$VL" DEMO_DIR="$ROOT/target/demo-pip" scripts/demo.sh
