@@ -1192,11 +1192,17 @@ fn check_trace_events(v: &Value) {
     assert_eq!(v["displayTimeUnit"], "ms");
     let events = v["traceEvents"].as_array().unwrap();
     let mut last_ts: std::collections::BTreeMap<(u64, String), f64> = Default::default();
+    // Complete events of one thread nest or follow each other; importers drop a slice that
+    // overlaps another partly (Perfetto: `slice_drop_overlapping_complete_event`).
+    let mut last_end: std::collections::BTreeMap<(u64, u64), u64> = Default::default();
     for e in events {
         let ph = e["ph"].as_str().unwrap();
         assert!(["M", "C", "X", "i"].contains(&ph), "{e}");
         assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
         assert!(e["name"].is_string(), "{e}");
+        // A category on every event (viewers name tracks `cat.name`), whole µs timestamps.
+        assert!(e["cat"].as_str().is_some_and(|c| !c.is_empty()), "{e}");
+        assert!(e["ts"].is_u64(), "{e}");
         match ph {
             "M" => {
                 assert!(["process_name", "thread_name"].contains(&e["name"].as_str().unwrap()));
@@ -1221,8 +1227,13 @@ fn check_trace_events(v: &Value) {
                 last_ts.insert(key, ts);
             }
             "X" => {
-                assert!(e["ts"].as_f64().unwrap() >= 0.0, "{e}");
-                assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}");
+                let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+                let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+                let prev = last_end.insert(key, ts + dur).unwrap_or(0);
+                assert!(
+                    ts >= prev,
+                    "{e} starts before the slice before it ends ({prev})"
+                );
             }
             "i" => {
                 assert!(e["ts"].as_f64().unwrap() >= 0.0, "{e}");
