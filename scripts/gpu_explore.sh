@@ -2,7 +2,7 @@
 # Runs ON the GPU machine after the vLLM parts were installed (../shared/gpu/vllm/README.md) and
 # scripts/gpu_prepare.sh staged .gpu/: a first look at real programs under the preload, to learn
 # what they print and allocate. Part A: vLLM offline (plain cold, hooked, plain warm, preload
-# disabled, hooked without tap / NVML); part B: the compiled Hugging Face Llama, plain and
+# disabled, hooked without tap / NVML); part B: more vLLM pairs, then the compiled Hugging Face Llama, plain and
 # hooked, with torch's own allocator snapshot. Everything lands in OUTDIR/explore-PART.tar.gz.
 #   bash scripts/gpu_explore.sh A|B [OUTDIR]
 set -uo pipefail
@@ -40,10 +40,10 @@ if [[ $PART == A ]]; then
     vllm_plain plain-warm
     vllm_hooked disabled VRAMLEDGER_DISABLE=1
     vllm_hooked hooked-notap VRAMLEDGER_TAP=0
+else
     vllm_hooked hooked-nonvml VRAMLEDGER_NVML=0
     vllm_plain plain-warm2
     vllm_hooked hooked2
-else
     for mode in plain hooked; do
         t0=$SECONDS
         if [[ $mode == plain ]]; then

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod ledger;
 pub mod libpath;
 pub mod output;
+pub mod python_boot;
 pub mod report_file;
 pub mod report_input;
 pub mod run;

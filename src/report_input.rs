@@ -78,7 +78,7 @@ pub struct Device {
 impl Device {
     /// Σ live bytes over the owners.
     pub fn live_total(&self) -> i64 {
-        self.live.iter().sum()
+        self.live.iter().fold(0i64, |a, &v| a.saturating_add(v))
     }
     /// The peak of owner index `o` (0 when it never held anything).
     pub fn peak_of(&self, o: usize) -> Option<&PeakFig> {

@@ -50,6 +50,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         Ok(old) if !old.trim().is_empty() => format!("{}:{old}", lib.display()),
         _ => lib.display().to_string(),
     };
+    // Python processes load vramledger's pool hooks; the folder lives until the command ends.
+    let python_boot = crate::python_boot::prepare(&run_id);
     let mut cmd = Command::new(program);
     if spec.stdout_to_stderr {
         use std::os::fd::AsFd;
@@ -61,6 +63,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
     }
     let mut child = cmd
         .args(args)
+        .envs(python_boot.env())
         .env("LD_PRELOAD", preload)
         .env("VRAMLEDGER_OUT", &out)
         .env("VRAMLEDGER_RUN_ID", &run_id)

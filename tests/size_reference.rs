@@ -1,7 +1,9 @@
 //! `vramledger size` against SGLang's own code: every row of tests/data/sglang-reference/*.jsonl
 //! was produced by executing the released wheel's functions (scripts/sglang_reference). Each row
 //! is run through the size command's library entry (`sizing_cli::build`, the same code as the
-//! binary) with the row's inputs as flags; the outputs must be equal, not close.
+//! binary) with the row's inputs as flags; the outputs must be equal, not close: the defaults
+//! (fraction, chunk, decode graph batch and the prefill graphs they priced, on CUDA, HIP and NPU,
+//! PP 1 to 8) and the token counts.
 
 use std::path::PathBuf;
 
@@ -83,12 +85,18 @@ fn check_defaults(layout: &str, input: &Value, want: &Value) -> Result<(), Strin
         "mem_fraction_static": d.mem_fraction_static,
         "chunked_prefill_size": d.chunked_prefill_size,
         "cuda_graph_max_bs": d.cuda_graph_max_bs,
+        "prefill_graph": d.prefill_graph.map(graph_name),
     });
     for k in [
         "mem_fraction_static",
         "chunked_prefill_size",
         "cuda_graph_max_bs",
+        "prefill_graph",
     ] {
+        // Rows of layouts without prefill graphs have no `prefill_graph`: nothing to compare.
+        if want.get(k).is_none() && got[k].is_null() {
+            continue;
+        }
         if got[k] != want[k] {
             return Err(format!("{k}: vramledger {} != SGLang {}", got[k], want[k]));
         }
@@ -151,6 +159,17 @@ fn check_tokens(layout: &str, input: &Value, want: &Value) -> Result<(), String>
         }
     }
     Ok(())
+}
+
+/// SGLang's `Backend` names (0.5.12 rows: `tc_piecewise` when piecewise graphs are on).
+fn graph_name(g: vramledger_engines::sizing::defaults::PrefillGraph) -> &'static str {
+    use vramledger_engines::sizing::defaults::PrefillGraph;
+    match g {
+        PrefillGraph::Disabled => "disabled",
+        PrefillGraph::Full => "full",
+        PrefillGraph::Breakable => "breakable",
+        PrefillGraph::TcPiecewise => "tc_piecewise",
+    }
 }
 
 fn error_type(c: vramledger_engines::sizing::FailedCheck) -> &'static str {

@@ -46,6 +46,53 @@ LAYOUTS = {
 }
 
 GPU_MIBS = [24576, 46068, 81559, 143771, 196608, 294912]
+# Capacities per platform: AMD Instinct (MI250 64 GiB, MI300X 192 GiB as nvidia-smi's ROCm
+# counterpart reports it, MI325X, MI355X) and Ascend NPUs (both sides of the 32 GiB and 64 GiB
+# tier bounds).
+PLATFORM_MIBS = {
+    "cuda": GPU_MIBS,
+    "hip": [65536, 196592, 262144, 294912],
+    "npu": [24576, 32768, 46068, 65536, 98304],
+}
+# Platforms with a memory rule of their own in each layout (HIP rows run everywhere: they check
+# that a platform without a rule changes nothing).
+PLATFORMS = {
+    "0.4.6": ["cuda", "hip"],
+    "0.5.5": ["cuda", "hip", "npu"],
+    "0.5.12": ["cuda", "hip", "npu"],
+    "0.5.18": ["cuda", "hip", "npu"],
+    "0.5.23": ["cuda", "hip", "npu"],
+}
+
+# The platform of the grid point being run ("cuda", "hip" or "npu"): SGLang's platform
+# predicates (`is_cuda()`, `is_hip()`, `is_npu()`, `get_platform()`) read it.
+PLATFORM = ["cuda"]
+
+
+def stub_module(name: str, **attrs) -> types.ModuleType:
+    """Registers module `name` holding `attrs` (for a function's own local imports)."""
+    m = types.ModuleType(name)
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+    return m
+
+
+stub_module(
+    "sglang.srt.utils",
+    is_cuda=lambda: PLATFORM[0] == "cuda",
+    is_hip=lambda: PLATFORM[0] == "hip",
+    is_npu=lambda: PLATFORM[0] == "npu",
+)
+# Model-architecture predicates the graph rules import (DeepSeek-V4, KDA, prefill CP): the
+# grid's models are none of them.
+stub_module("sglang.srt.configs.model_config", is_deepseek_v4=lambda hf: False,
+            uses_kda_attention=lambda hf: False)
+stub_module("sglang.srt.layers.cp.bcg", supports_prefill_cp_bcg=lambda sa: False)
+stub_module("sglang.srt.arg_groups.kimi_k3_hook", disable_kimi_k3_symm_mem=lambda sa: None)
+# An in-tree platform: no out-of-tree plugin, nothing to default.
+stub_module("sglang.srt.platforms", current_platform=types.SimpleNamespace(
+    is_out_of_tree=lambda: False, support_piecewise_cuda_graph=lambda: True,
+    apply_server_args_defaults=lambda sa: None, device_name="cuda"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,11 +172,12 @@ def base_globals(**extra) -> Globals:
         copy=copy,
         os=os,
         Optional=object,
-        is_npu=lambda: False,
-        is_hip=lambda: False,
-        is_cuda=lambda: True,
+        is_npu=lambda: PLATFORM[0] == "npu",
+        is_hip=lambda: PLATFORM[0] == "hip",
+        is_cuda=lambda: PLATFORM[0] == "cuda",
         is_xpu=lambda: False,
         is_cpu=lambda: False,
+        is_mps=lambda: False,
     )
     g.update(extra)
     return g
@@ -208,7 +256,17 @@ class FakeArgs:
 
 def model_config_stub(model: dict):
     hf = types.SimpleNamespace(**{k: v for k, v in model.items()})
-    return types.SimpleNamespace(is_multimodal=False, hf_config=hf, hf_text_config=hf)
+    hf.architectures = model.get("architectures", ["LlamaForCausalLM"])
+    # A text model outside every architecture list the graph rules consult.
+    return types.SimpleNamespace(
+        is_multimodal=False,
+        is_piecewise_cuda_graph_disabled_model=False,
+        is_multimodal_piecewise_cuda_graph_supported=False,
+        is_multimodal_breakable_cuda_graph_supported=False,
+        hf_config=hf,
+        hf_text_config=hf,
+    )
+
 
 
 def load_file_module(path: Path, name: str, pre: dict | None = None):
@@ -236,6 +294,9 @@ class DefaultsRunner:
         self.sa_path = sa_path
         self.g = base_globals()
         self.functions = []
+        # SGLang's own platform and graph resolution that runs before the memory function in
+        # __post_init__ / the 0.5.23 resolution pipeline (names of methods, or functions).
+        self.prepare = []
         if layout == "0.4.6":
             self._init_l1()
         elif layout in ("0.5.5", "0.5.12"):
@@ -246,8 +307,11 @@ class DefaultsRunner:
             ]
             if layout == "0.5.12":
                 names.append("_generate_cpu_graph_batch_sizes")
-            self.methods = extract(sa_path, names, self.g, cls="ServerArgs")
-            self.functions = [f"ServerArgs.{n}" for n in names]
+                # __post_init__: NPU defaults, then the piecewise-graph rules, then memory.
+                self.prepare = ["_handle_npu_backends", "_handle_piecewise_cuda_graph"]
+                self._npu_defaults()
+            self.methods = extract(sa_path, names + self.prepare, self.g, cls="ServerArgs")
+            self.functions = [f"ServerArgs.{n}" for n in self.prepare + names]
             self.defaults = class_defaults(sa_path, "ServerArgs", self.g)
         elif layout == "0.5.18":
             cgc = load_file_module(
@@ -255,7 +319,8 @@ class DefaultsRunner:
                 f"cgc_{layout.replace('.', '_')}",
             )
             self.cgc = cgc
-            self.g.update(Backend=cgc.Backend, resolved_view=lambda x: x)
+            self._cgc_globals()
+            self.g.update(resolved_view=lambda x: x)
             names = [
                 "_handle_gpu_memory_settings",
                 "_generate_decode_cuda_graph_batch_sizes",
@@ -264,8 +329,22 @@ class DefaultsRunner:
                 "reserve_for_graph_mb",
                 "reserve_for_deepep_a2a_mb",
             ]
-            self.methods = extract(sa_path, names, self.g, cls="ServerArgs")
-            self.functions = [f"ServerArgs.{n}" for n in names]
+            # __post_init__: the CUDA-graph config (defaults per platform, compatibility rules,
+            # disaggregation roles), the NPU defaults, then memory.
+            self.prepare = ["_handle_cuda_graph_config", "_handle_npu_backends"]
+            helpers = [
+                "_parse_cuda_graph_config",
+                "_apply_cuda_graph_compatibility",
+                "_disable_tc_piecewise_cudagraph_if_incompatible",
+                "_disable_breakable_cudagraph_if_incompatible",
+                "_disable_full_prefill_cudagraph_if_incompatible",
+                "_apply_deepep_adjustments",
+                "_apply_cuda_graph_disaggregation_roles",
+                "_validate_cuda_graph_config",
+            ]
+            self._npu_defaults()
+            self.methods = extract(sa_path, names + self.prepare + helpers, self.g, cls="ServerArgs")
+            self.functions = [f"ServerArgs.{n}" for n in self.prepare + helpers + names]
             self.defaults = class_defaults(sa_path, "ServerArgs", self.g)
         else:
             rc = types.ModuleType("sglang.srt.runtime_context")
@@ -276,6 +355,7 @@ class DefaultsRunner:
                 pre={"sglang.srt.runtime_context": rc},
             )
             self.cgc = cgc
+            self._cgc_globals()
             hook = self.srt / "arg_groups" / "cuda_graph_hook.py"
             mem = self.srt / "arg_groups" / "memory_hook.py"
             gens = extract(
@@ -304,17 +384,68 @@ class DefaultsRunner:
                 use_mla_backend=lambda sa: sa._mla,
                 post_capture_kv_sizing_planned=lambda sa: sa._post_capture,
                 attn_dp_enabled_of=lambda sa: bool(sa.enable_dp_attention),
-                get_platform=lambda: types.SimpleNamespace(is_xpu=False),
+                get_platform=lambda: types.SimpleNamespace(
+                    is_xpu=False, is_cuda=PLATFORM[0] == "cuda", is_hip=PLATFORM[0] == "hip",
+                    is_npu=PLATFORM[0] == "npu"),
                 get_device_memory_capacity=lambda device: self._gpu_mem,
                 envs=Stub("envs"),
             )
             names = ["handle_gpu_memory_settings", "reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"]
             self.methods = extract(mem, names, self.g)
+            # The pipeline (arg_groups/pipeline.py): handle_cuda_graph_config, the platform
+            # hooks (NPU defaults), then handle_gpu_memory_settings.
+            graph = [
+                "handle_cuda_graph_config",
+                "parse_cuda_graph_config",
+                "apply_cuda_graph_compatibility",
+                "disable_breakable_cudagraph_if_incompatible",
+                "disable_full_prefill_cudagraph_if_incompatible",
+                "apply_deepep_adjustments",
+                "apply_cuda_graph_disaggregation_roles",
+                "validate_cuda_graph_config",
+            ]
+            self.graph_functions = extract(hook, graph, self.g)
+            self._npu_defaults()
+            self.platform_functions = extract(
+                self.srt / "arg_groups" / "platform_hook.py", ["handle_npu_backends"], self.g)
+            self.prepare = [self.graph_functions["handle_cuda_graph_config"],
+                            self.platform_functions["handle_npu_backends"]]
             self.functions = [
+                *(f"arg_groups/cuda_graph_hook.py::{n}" for n in graph),
+                "arg_groups/platform_hook.py::handle_npu_backends",
+                "hardware_backend/npu/utils.py::set_default_server_args",
                 *(f"arg_groups/memory_hook.py::{n}" for n in names),
                 "arg_groups/cuda_graph_hook.py::generate_{prefill,decode}_cuda_graph_batch_sizes",
             ]
-            self.defaults = class_defaults(sa_path, "ServerArgs", self.g)
+            # 0.5.23 declares its fields in arg_groups/fields/*.py (one class per group).
+            self.defaults = {}
+            for f in sorted((self.srt / "arg_groups" / "fields").glob("*.py")):
+                for node in _tree(f).body:
+                    if isinstance(node, ast.ClassDef):
+                        self.defaults.update(class_defaults(f, node.name, self.g))
+            self.defaults.update(class_defaults(sa_path, "ServerArgs", self.g))
+
+    def _cgc_globals(self):
+        cgc = self.cgc
+        self.g.update(
+            Backend=cgc.Backend,
+            Phase=cgc.Phase,
+            CudaGraphConfig=cgc.CudaGraphConfig,
+            default_cuda_graph_config=cgc.default_cuda_graph_config,
+            ALLOWED_BACKENDS_PER_PHASE=cgc.ALLOWED_BACKENDS_PER_PHASE,
+            current_platform=sys.modules["sglang.srt.platforms"].current_platform,
+        )
+        if hasattr(cgc, "with_phase"):
+            self.g["with_phase"] = cgc.with_phase
+
+    def _npu_defaults(self):
+        """hardware_backend/npu/utils.py::set_default_server_args, run by the NPU backend hook
+        (imported there from its module): the NPU capacity is the grid's."""
+        path = self.srt / "hardware_backend" / "npu" / "utils.py"
+        self.g["get_npu_memory_capacity"] = lambda: self._gpu_mem
+        self.npu_defaults = extract(path, ["set_default_server_args"], self.g)[
+            "set_default_server_args"]
+        self.functions.append("hardware_backend/npu/utils.py::set_default_server_args")
 
     # L1: the default block of ServerArgs.__post_init__, from the capacity query to the
     # cuda_graph_max_bs default, executed as one function.
@@ -367,7 +498,7 @@ class DefaultsRunner:
             mem_fraction_static=None,
             speculative_algorithm=spec,
             speculative_num_draft_tokens=p.get("spec_draft_tokens"),
-            device="cuda",
+            device="npu" if p["platform"] == "npu" else "cuda",
             disaggregation_mode="null",
             kv_cache_dtype=p.get("kv_cache_dtype", "auto"),
             max_prefill_tokens=16384,
@@ -382,25 +513,25 @@ class DefaultsRunner:
         sa.post_capture_kv_sizing_planned = lambda: p["post_capture"]
         sa._resolved = lambda: sa
         sa.attn_dp_size = p["dp"] if p["dp_attention"] else 1
-        self.g["is_cuda"] = lambda: p["platform"] == "cuda"
-        self.g["is_hip"] = lambda: p["platform"] == "hip"
+        PLATFORM[0] = p["platform"]
+        if hasattr(self, "npu_defaults"):
+            # The NPU hook imports it from its module: this runner's, with this grid's capacity.
+            stub_module("sglang.srt.hardware_backend.npu.utils",
+                        set_default_server_args=self.npu_defaults)
         if self.layout in ("0.5.18", "0.5.23"):
-            cg = self.cgc.CudaGraphConfig(
-                decode=self.cgc.PhaseConfig(backend=self.cgc.Backend.FULL),
-                prefill=self.cgc.PhaseConfig(
-                    backend=self.cgc.Backend.BREAKABLE
-                    if p["platform"] == "cuda"
-                    else self.cgc.Backend.TC_PIECEWISE
-                ),
-            )
-            if p.get("cuda_graph_max_bs") is not None:
-                cg.decode.max_bs = p["cuda_graph_max_bs"]
-            sa.cuda_graph_config = cg
-            sa._cuda_graph_config_locked = set()
+            # The legacy --cuda-graph-max-bs is --cuda-graph-max-bs-decode there; the config
+            # itself is built by SGLang's parser below.
+            sa.cuda_graph_max_bs_decode = p.get("cuda_graph_max_bs")
+            sa.cuda_graph_config = None
         for name, f in self.methods.items():
             if self.layout != "0.5.23":
                 setattr(sa, name, types.MethodType(f, sa))
         try:
+            for step in self.prepare:
+                if isinstance(step, str):
+                    getattr(sa, step)()
+                else:
+                    step(sa)
             if self.layout == "0.4.6":
                 sa._l1_memory_defaults()
             elif self.layout == "0.5.23":
@@ -408,36 +539,55 @@ class DefaultsRunner:
             else:
                 sa._handle_gpu_memory_settings(self._gpu_mem)
         except Exception as e:  # noqa: BLE001 - the table records SGLang's failure
+            if os.environ.get("SGLANG_REFERENCE_RAISE"):
+                raise
             return {"error": f"{type(e).__name__}: {e}"}
-        if self.layout in ("0.5.18", "0.5.23"):
-            max_bs = sa.cuda_graph_config.decode.max_bs
-        else:
-            max_bs = sa.cuda_graph_max_bs
-        return {
+        out = {
             "mem_fraction_static": sa.mem_fraction_static,
             "chunked_prefill_size": sa.chunked_prefill_size,
-            "cuda_graph_max_bs": max_bs,
         }
+        if self.layout in ("0.5.18", "0.5.23"):
+            out["cuda_graph_max_bs"] = sa.cuda_graph_config.decode.max_bs
+            out["prefill_graph"] = sa.cuda_graph_config.prefill.backend
+        else:
+            out["cuda_graph_max_bs"] = sa.cuda_graph_max_bs
+        if self.layout == "0.5.12":
+            out["prefill_graph"] = "disabled" if sa.disable_piecewise_cuda_graph else "tc_piecewise"
+        return out
 
 
 def defaults_grid(layout: str):
     has_pc = layout in ("0.5.18", "0.5.23")
-    for gpu, tp, pp, (dp, dpa), spec, mla, pc, platform in itertools.product(
-        GPU_MIBS,
-        [1, 2, 4, 8],
-        [1, 2],
-        [(1, False), (2, False), (2, True)],
-        ["none", "EAGLE"],
-        [False, True],
-        [False, True] if has_pc else [False],
-        ["cuda", "hip"] if layout in ("0.5.18", "0.5.23") else ["cuda"],
-    ):
-        if dpa and tp < dp:
-            continue
-        if pc and (mla or platform != "cuda"):
-            continue  # SGLang's eligibility excludes MLA and non-CUDA devices
-        yield dict(gpu_mem=gpu, tp=tp, pp=pp, dp=dp, dp_attention=dpa, spec=spec, mla=mla,
-                   post_capture=pc, platform=platform, page_size=1)
+    for platform in PLATFORMS[layout]:
+        for gpu, tp, pp, (dp, dpa), spec, mla, pc in itertools.product(
+            PLATFORM_MIBS[platform],
+            [1, 2, 4, 8],
+            [1, 2],
+            [(1, False), (2, False), (2, True)],
+            ["none", "EAGLE"],
+            [False, True],
+            [False, True] if has_pc else [False],
+        ):
+            if dpa and tp < dp:
+                continue
+            if pc and (mla or platform != "cuda"):
+                continue  # SGLang's eligibility excludes MLA and non-CUDA devices
+            yield dict(gpu_mem=gpu, tp=tp, pp=pp, dp=dp, dp_attention=dpa, spec=spec, mla=mla,
+                       post_capture=pc, platform=platform, page_size=1)
+    # PP 3 to 8 on every platform (pp > 1 turns piecewise / prefill graphs off where SGLang
+    # says so; the reserve grows with tp * pp), with and without DP attention and post-capture.
+    for platform in PLATFORMS[layout]:
+        for gpu, pp, mla, (tp, dp, dpa), pc in itertools.product(
+            PLATFORM_MIBS[platform],
+            [3, 4, 5, 6, 7, 8],
+            [False, True],
+            [(1, 1, False), (2, 2, True)],
+            [False, True] if has_pc else [False],
+        ):
+            if pc and (mla or platform != "cuda"):
+                continue
+            yield dict(gpu_mem=gpu, tp=tp, pp=pp, dp=dp, dp_attention=dpa, spec="none", mla=mla,
+                       post_capture=pc, platform=platform, page_size=1)
     # Explicit settings and caps on a few capacities.
     for gpu, extra in itertools.product(
         [24576, 81559, 196608],
@@ -477,7 +627,12 @@ def main():
         rows = []
         d = DefaultsRunner(layout, root)
         for p in defaults_grid(layout):
-            rows.append({"kind": "defaults", "input": p, "sglang": d.run(p)})
+            res = d.run(p)
+            # SGLang's default functions raise for none of these points: an error here is a
+            # stub missing, not SGLang's answer.
+            if "error" in res:
+                raise SystemExit(f"{layout} {p}: {res['error']}")
+            rows.append({"kind": "defaults", "input": p, "sglang": res})
         try:
             from tokens import TokensRunner, tokens_grid  # noqa: WPS433 (same folder)
 
@@ -504,4 +659,8 @@ def main():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))
-    main()
+    # One module instance: tokens.py imports `generate`, and the platform the stub modules
+    # read (PLATFORM) must be the one the runners set.
+    import generate  # noqa: E402
+
+    generate.main()

@@ -641,6 +641,21 @@ def tokens_grid(layout: str):
             yield dict(base, gpu_mem=81559, mla=False, tp=tp, kv_cache_dtype="auto",
                        page_size=page, pre_gib=pre, available_gib=avail, multimodal=True,
                        mem_fraction_static=f or 0.88)
+    # Other platforms, with their default fraction (HIP / NPU: no piecewise or prefill graph
+    # reserve where SGLang turns those graphs off; NPU's own chunk and batch tiers).
+    for platform, (gpu, pre, avail), mla, pp, tp, page in itertools.product(
+        [p for p in G.PLATFORMS[layout] if p != "cuda"],
+        [(65536, 61.3, 45.02), (196592, 190.1, 160.4)],
+        [False, True],
+        [1, 2],
+        [1, 8],
+        [1, 128],
+    ):
+        if mla and pp > 1 and layout == "0.4.6":
+            continue
+        extra = dict(pp_min_tokens_other=10**8) if pp > 1 else {}
+        yield dict(base, gpu_mem=gpu, mla=mla, tp=tp, kv_cache_dtype="auto", page_size=page,
+                   pre_gib=pre, available_gib=avail, platform=platform, pp=pp) | extra
     # Post-capture KV resizing (0.5.18+, SGLANG_ENABLE_POST_CAPTURE_KV_SIZING): pre-capture
     # sizing with the post-capture default fraction, then compute_post_capture_kv_resize with
     # the free GiB measured after capture and the pool's already-backed prefix (an input: it is

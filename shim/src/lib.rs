@@ -5,6 +5,7 @@
 //!   `cuGetProcAddress`) becomes a call of a hook;
 //! - [`hooks`]: one file per family; forward first, then describe what happened;
 //! - [`attribution`]: who owns an allocation (calling module, capture window);
+//! - [`pools`]: PyTorch's pool windows, told by the Python hook ([`pools_api`]);
 //! - [`stages`]: the current stage and the samples taken at each boundary;
 //! - [`recorder`] and [`journal`]: events into records, records into the file.
 //!
@@ -26,6 +27,8 @@ pub mod guard;
 pub mod hooks;
 pub mod journal;
 pub mod nvml;
+pub mod pools;
+pub mod pools_api;
 pub mod process;
 pub mod recorder;
 pub mod stages;

@@ -3,6 +3,7 @@
 use std::cell::Cell;
 use std::ffi::CStr;
 
+use vramledger_engines::log::settings;
 use vramledger_format::Header;
 
 use crate::config;
@@ -79,7 +80,11 @@ pub fn header(driver_version: Option<i32>) -> Header {
     h.push("shim_version", env!("CARGO_PKG_VERSION"));
     if let Ok(cmd) = std::fs::read("/proc/self/cmdline") {
         let cmd = cmd.strip_suffix(&[0]).unwrap_or(&cmd);
-        h.push("cmdline", String::from_utf8_lossy(cmd).into_owned());
+        // Never a secret in a journal: `--api-key X` and the like are redacted.
+        h.push(
+            "cmdline",
+            settings::redact_cmdline(&String::from_utf8_lossy(cmd)),
+        );
     }
     if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
         h.push("exe", exe.to_string_lossy().into_owned());
@@ -100,7 +105,7 @@ pub fn header(driver_version: Option<i32>) -> Header {
             || k == "LOCAL_RANK"
             || k == "WORLD_SIZE"
         {
-            h.push(format!("env.{k}"), v);
+            h.push(format!("env.{k}"), settings::redact_env(k, v));
         }
     }
     for (name, path) in cuda_libraries() {

@@ -7,6 +7,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_format::record::flags;
 use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner, EVENT_FIXED_LEN};
 
@@ -39,6 +40,7 @@ fn opening_records(driver_version: Option<i32>) -> Vec<(u16, Vec<u8>)> {
     payload.truncate(EVENT_FIXED_LEN);
     payload.extend_from_slice(name.as_bytes());
     out.push((Kind::Stage as u16, payload));
+    out.extend(crate::pools_api::opening_record());
     out
 }
 
@@ -87,6 +89,7 @@ pub fn attribute(e: &mut Event, vmm: bool) {
     if class == ModuleClass::Skip {
         e.owner = Owner::Direct as u8;
     }
+    crate::pools::tag(e, class == ModuleClass::Torch);
 }
 
 /// The device of the calling thread's current context, -1 when it has none.
@@ -256,6 +259,32 @@ pub fn sample_nvml() {
     }
 }
 
+/// Records an engine settings line (`line`, as printed) and the model folder it names: secrets
+/// redacted first, the line bounded and split into parts (`vramledger_engines::log::settings`).
+/// A relative model path that exists from here is made absolute (the reader runs elsewhere).
+pub fn settings_line(kind: SettingsKind, line: &[u8]) {
+    if !ensure() {
+        return;
+    }
+    let text = settings::redact(&String::from_utf8_lossy(line));
+    let e = event(Kind::Warning, Api::VramledgerSettings);
+    for part in settings::encode(kind, &text) {
+        emit(&e, part.as_bytes());
+    }
+    let Some(path) = settings::model_path(kind, &text) else {
+        return;
+    };
+    let resolved = match std::env::current_dir() {
+        Ok(cwd) if !path.starts_with('/') && cwd.join(&path).exists() => {
+            cwd.join(&path).to_string_lossy().into_owned()
+        }
+        _ => path,
+    };
+    for part in settings::encode(SettingsKind::ModelPath, &resolved) {
+        emit(&e, part.as_bytes());
+    }
+}
+
 /// Records a warning for humans.
 pub fn warning(text: &str) {
     let e = event(Kind::Warning, Api::None);
@@ -282,4 +311,5 @@ pub fn reset_after_fork() {
     LIVE.reset_in_child();
     stages::reset_in_child();
     crate::hooks::tap::reset_in_child();
+    crate::pools::reset_in_child();
 }

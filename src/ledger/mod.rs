@@ -4,12 +4,14 @@
 //! - [`process`]: one journal → stages × owners per device, peaks, modules, reconciliation;
 //! - [`samples`]: free memory at any point, from readings and hooked movement between them;
 //! - [`cross_rank`]: the minimum free memory per stage across ranks and SGLang's imbalance rule;
-//! - [`owners`]: bytes per owner.
+//! - [`owners`]: bytes per owner;
+//! - [`pools`]: PyTorch's pools by id, checked against torch's own snapshot.
 //!
 //! Pure data in, pure data out: no file is read here (see [`crate::journal`]).
 
 pub mod cross_rank;
 pub mod owners;
+pub mod pools;
 pub mod process;
 pub mod samples;
 

@@ -146,6 +146,8 @@ pub struct ProcessBooks {
     pub managed: LivePeak,
     pub virtual_reserved: LivePeak,
     pub events: usize,
+    /// PyTorch's pools by id, and torch's own snapshot against the books.
+    pub torch_pools: super::pools::TorchPools,
 }
 
 impl ProcessBooks {
@@ -334,6 +336,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         managed,
         virtual_reserved: va,
         events: j.events.len(),
+        torch_pools: super::pools::replay(j),
     }
 }
 

@@ -86,12 +86,16 @@ pub fn text_line(j: &Journal, e: &vramledger_format::Event, t0: u64) -> String {
         Some(Kind::NvmlSample) => format!("nvml free {} of {}", mib(e.arg0), mib(e.arg1)),
         Some(Kind::PoolSample) => format!("pool reserved {} used {}", mib(e.arg0), mib(e.arg1)),
         Some(Kind::Warning) => e.text.clone(),
+        Some(Kind::PoolBegin | Kind::PoolEnd | Kind::TorchSegment | Kind::PoolHooks) => {
+            super::pools_report::dump_text(e)
+        }
         _ => format!(
-            "{} {} {} {}",
+            "{} {} {} {}{}",
             mib(e.size),
             mem_name(e),
             owner,
-            j.module_name(e.module)
+            j.module_name(e.module),
+            super::pools_report::pool_suffix(e)
         ),
     };
     let rc = if e.result != 0 {

@@ -9,6 +9,7 @@ pub mod html_timeline;
 pub mod memory_viz;
 pub mod perfetto;
 pub mod pickle;
+pub mod pools_report;
 pub mod report_json;
 pub mod report_text;
 pub mod size_json;

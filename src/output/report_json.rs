@@ -94,6 +94,7 @@ fn process(p: &ProcessBooks) -> Value {
         "host_pinned": live_peak(&p.host_pinned),
         "managed": live_peak(&p.managed),
         "virtual_reserved": live_peak(&p.virtual_reserved),
+        "torch_pools": super::pools_report::json(&p.torch_pools),
     })
 }
 

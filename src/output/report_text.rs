@@ -143,6 +143,7 @@ fn process(out: &mut String, p: &ProcessBooks, units: Units) {
     for d in &p.devices {
         device_table(out, d, units);
     }
+    super::pools_report::text(out, &p.torch_pools, &|v| amount(v, units));
     for (what, lp) in p.apart() {
         if lp.peak > 0 {
             let _ = writeln!(

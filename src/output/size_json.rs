@@ -34,6 +34,30 @@ fn layout(l: &Sourced<vramledger_engines::sizing::Layout>) -> Value {
     })
 }
 
+/// The SGLang answer's layout, with the layouts the line formats allowed when there were more.
+fn sglang_layout(r: &SglangReport) -> Value {
+    let mut v = layout(&r.layout);
+    v["ambiguous"] = json!(r.layout_ambiguous);
+    v["candidates"] = if r.layout_candidates.is_empty() {
+        Value::Null
+    } else {
+        r.layout_candidates
+            .iter()
+            .map(|c| {
+                json!({
+                    "label": c.layout.label(),
+                    "release": c.layout.release(),
+                    "tokens": c.tokens,
+                    "error": c.error,
+                    "reproduced": c.reproduced,
+                    "chosen": c.chosen,
+                })
+            })
+            .collect()
+    };
+    v
+}
+
 fn check_name(c: FailedCheck) -> &'static str {
     match c {
         FailedCheck::RestNotPositive => "rest_not_positive",
@@ -66,6 +90,7 @@ fn model(m: &ModelSource) -> Value {
     json!({
         "config": m.path,
         "source": m.origin.name(),
+        "detail": m.detail,
         "architectures": g.architectures,
         "num_hidden_layers": g.num_hidden_layers,
         "num_key_value_heads": g.num_key_value_heads,
@@ -138,6 +163,7 @@ fn post_capture(p: &PostCaptureEmulation) -> Value {
         "tokens": p.tokens,
         "token_change": p.token_change,
         "max_running_requests": p.max_running_requests,
+        "no_room": p.no_room,
     })
 }
 
@@ -188,7 +214,7 @@ fn sglang(r: &SglangReport) -> Value {
     json!({
         "schema": SCHEMA,
         "engine": "sglang",
-        "layout": layout(&r.layout),
+        "layout": sglang_layout(r),
         "measured": {
             "exact": m.exact,
             "origin": m.origin,

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use vramledger_engines::sizing::pyfloat::GIB;
 
 use crate::sizing_cli::inputs::Sourced;
+use crate::sizing_cli::layouts;
 use crate::sizing_cli::vllm::VllmReport;
 use crate::sizing_cli::{DefaultsReport, SglangReport, SizeReport};
 
@@ -16,6 +17,21 @@ fn gib(bytes: i64) -> String {
 
 fn src<T: std::fmt::Display>(s: &Sourced<T>) -> String {
     format!("{} ({}: {})", s.value, s.origin.name(), s.detail)
+}
+
+/// `[lo, hi)` with enough decimals to show its width (at least 6), the low end rounded down
+/// and the high end up, so the printed interval always holds the exact one.
+fn half_open(lo: f64, hi: f64) -> String {
+    let width = (hi - lo).abs();
+    let digits = if width > 0.0 && width.is_finite() {
+        ((-width.log10()).ceil() as i64 + 1).clamp(6, 15) as usize
+    } else {
+        15
+    };
+    let scale = 10f64.powi(digits as i32);
+    let down = (lo * scale).floor() / scale;
+    let up = (hi * scale).ceil() / scale;
+    format!("[{down:.digits$}, {up:.digits$})")
 }
 
 fn signed(n: i64) -> String {
@@ -60,13 +76,25 @@ fn sglang(out: &mut String, r: &SglangReport) {
         "SGLang KV sizing, layout {}: {}",
         r.layout.value, r.layout.detail
     );
+    if r.layout_ambiguous {
+        let _ = writeln!(
+            out,
+            "  LAYOUT AMBIGUOUS: the line formats cannot tell these apart, and they size differently:"
+        );
+        for c in &r.layout_candidates {
+            let _ = writeln!(out, "    {}", layouts::verdict(c));
+        }
+        let _ = writeln!(out, "    (--sglang-version settles it)");
+    }
     let _ = writeln!(out, "  measured: {}", r.measured.origin);
     let g = &r.model.geometry;
     let _ = writeln!(
         out,
-        "  model: {} ({}), {} layers",
+        "  model: {} ({}; {}: {}), {} layers",
         g.architectures.first().map_or("?", String::as_str),
         r.model.path,
+        r.model.origin.name(),
+        r.model.detail,
         g.num_hidden_layers
     );
     let _ = writeln!(out, "  cell: {} B/token = {}", r.cell_bytes, r.cell_text);
@@ -170,8 +198,9 @@ fn sglang(out: &mut String, r: &SglangReport) {
     if let Some((lo, hi)) = r.implied_fraction {
         let _ = writeln!(
             out,
-            "    with these free-memory figures the observed count implies an effective {}fraction in [{lo:.6}, {hi:.6})",
-            if r.runner_fraction != r.mem_fraction_static.value { "runner " } else { "" }
+            "    with these free-memory figures the observed count implies an effective {}fraction in {}",
+            if r.runner_fraction != r.mem_fraction_static.value { "runner " } else { "" },
+            half_open(lo, hi)
         );
     }
     if let Some(e) = &res.error {
@@ -291,23 +320,19 @@ fn sglang(out: &mut String, r: &SglangReport) {
         }
     }
     for p in &r.post_capture {
-        let _ = writeln!(
-            out,
-            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}",
+        let head = format!(
+            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {}",
             p.layout.release(),
             if p.exact { "" } else { ", printed values" },
             p.mem_fraction_static.value,
             p.mem_fraction_static.detail,
             gib(p.free_after_capture_bytes),
-            gib(p.headroom_bytes),
-            p.backed_bytes,
-            gib(p.budget_bytes),
-            p.budget_tokens,
-            p.tokens,
-            signed(p.token_change),
-            p.pre_capture_tokens,
-            p.max_running_requests
         );
+        let _ = if p.no_room {
+            writeln!(out, "{head} is not above the headroom {} it keeps: no room, only the {} B already backed would remain ({} tokens), no pool to serve with", gib(p.headroom_bytes), p.backed_bytes, p.tokens)
+        } else {
+            writeln!(out, "{head} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}", gib(p.headroom_bytes), p.backed_bytes, gib(p.budget_bytes), p.budget_tokens, p.tokens, signed(p.token_change), p.pre_capture_tokens, p.max_running_requests)
+        };
     }
     for w in &r.what_ifs {
         let mut line = format!("  {} (f {}):", w.change, w.mem_fraction_static);

@@ -91,6 +91,26 @@ impl Hints {
         }
     }
 
+    /// Every layout the evidence allows, oldest first, and why: the layouts between the bounds
+    /// (all of them without evidence; the newer bound alone when the bounds disagree).
+    pub fn candidates(&self) -> (Vec<Layout>, String) {
+        let Some((newest, why)) = self.conclude() else {
+            return (
+                Layout::ALL.to_vec(),
+                "no version given and no line format decides".to_string(),
+            );
+        };
+        if matches!((self.lower, self.upper), (Some((lo, _)), Some((hi, _))) if lo > hi) {
+            return (vec![newest], why);
+        }
+        let lo = self.lower.map_or(Layout::V0_4_6, |(l, _)| l);
+        let all = Layout::ALL
+            .into_iter()
+            .filter(|l| *l >= lo && *l <= newest)
+            .collect();
+        (all, why)
+    }
+
     /// The layout the evidence points to and why; `None` without evidence.
     pub fn conclude(&self) -> Option<(Layout, String)> {
         match (self.lower, self.upper) {
@@ -157,5 +177,29 @@ mod tests {
             detect(&["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: self.server_args.mem_fraction_static=0.88"]),
             Some(Layout::V0_5_5)
         );
+    }
+
+    #[test]
+    fn candidates_are_the_layouts_between_the_bounds() {
+        let of = |lines: &[&str]| {
+            let mut h = Hints::default();
+            for l in lines {
+                if let Some(b) = classify(l) {
+                    h.observe(&b);
+                }
+            }
+            h.candidates().0
+        };
+        // "Load weight end. type=" caps at 0.5.5, nothing bounds it below: 0.4.6 and 0.5.5.
+        assert_eq!(
+            of(&["[2025-01-01 00:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.72 GB"]),
+            [Layout::V0_4_6, Layout::V0_5_5]
+        );
+        // At least 0.5.18: 0.5.18 and 0.5.23.
+        assert_eq!(
+            of(&["[2025-01-01 00:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100, K size: 1.00 GB, V size: 1.00 GB"]),
+            [Layout::V0_5_18, Layout::V0_5_23]
+        );
+        assert_eq!(of(&[]), Layout::ALL);
     }
 }

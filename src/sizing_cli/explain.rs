@@ -6,9 +6,8 @@
 //! A [`Scenario`] holds the few settings a what-if changes; [`evaluate`] turns one into a
 //! sizing result, so the main answer and every what-if go through the same code.
 
-use vramledger_engines::sizing::cell::{self, kv_heads_per_rank, Attention, CellInput, KvDtype};
 use vramledger_engines::sizing::defaults::{
-    l1_runner_fraction, sglang_defaults, DefaultsInput, PrefillGraph, Speculative,
+    l1_runner_fraction, sglang_defaults, DefaultsInput, Speculative,
 };
 use vramledger_engines::sizing::hybrid::SwaInput;
 use vramledger_engines::sizing::model::ModelGeometry;
@@ -18,8 +17,10 @@ use vramledger_engines::sizing::tokens::{
 };
 use vramledger_engines::sizing::Layout;
 
+use super::cell::{attn_tp, cell_of};
+pub use super::cell::{cell_only, kv_dtype};
 use super::inputs::{Measured, Observed, Origin, Settings, Sourced};
-use super::{whatif, DefaultsReport, ModelSource, Runtime, SglangReport, SizeArgs};
+use super::{capture, whatif, DefaultsReport, ModelSource, Runtime, SglangReport, SizeArgs};
 
 /// Everything `compute` needs.
 pub struct Plan<'a> {
@@ -62,166 +63,6 @@ pub struct Evaluation {
     pub result: SizingResult,
 }
 
-/// The KV dtype SGLang resolves `name` to for this model and layout.
-pub fn kv_dtype(layout: Layout, name: &str, model: &ModelGeometry) -> Result<KvDtype, String> {
-    let model_dtype = model
-        .torch_dtype
-        .as_deref()
-        .and_then(KvDtype::from_model_dtype)
-        .unwrap_or(KvDtype::Bf16);
-    KvDtype::resolve(layout, name, model_dtype, model.checkpoint_kv_fp8).ok_or_else(|| {
-        format!(
-            "kv_cache_dtype '{name}' is not one SGLang {layout} accepts (auto, fp8_e4m3, \
-             fp8_e5m2{})",
-            if layout >= Layout::V0_5_5 {
-                ", bf16"
-            } else {
-                ""
-            }
-        )
-    })
-}
-
-fn attn_tp(settings: &Settings, tp: u64) -> u64 {
-    if settings.dp_attention {
-        (tp / settings.dp.max(1)).max(1)
-    } else {
-        tp.max(1)
-    }
-}
-
-/// The cell (bytes per token), the SWA pools if any, and the arithmetic in words.
-/// Layers of the last PP stage (SGLang's `get_pp_indices` for `pp_rank = pp - 1`, the stage
-/// with the most layers): up to 0.5.5 the last stage gets `L // pp` plus the whole remainder;
-/// from 0.5.12 the remainder is spread over the last stages (`ceil(L / pp)`).
-fn last_stage_layers(layout: Layout, layers: u64, pp: u64) -> u64 {
-    let pp = pp.max(1);
-    if layout <= Layout::V0_5_5 {
-        layers - (pp - 1) * (layers / pp)
-    } else {
-        layers.div_ceil(pp)
-    }
-}
-
-fn cell_of(
-    model: &ModelGeometry,
-    settings: &Settings,
-    layout: Layout,
-    tp: u64,
-    kv: KvDtype,
-) -> Result<(u64, Option<SwaInput>, String), String> {
-    if model.is_mambaish() {
-        return Err(
-            "hybrid Mamba / linear-attention models need the per-request state size \
-             (mamba_cache_per_req), which config.json does not give: not modelled by size"
-                .into(),
-        );
-    }
-    let layers = last_stage_layers(layout, model.num_hidden_layers, settings.pp.value);
-    let atp = attn_tp(settings, tp);
-    let isz = kv.itemsize();
-    if model.is_hybrid_swa() && !settings.disable_hybrid_swa_memory && layout >= Layout::V0_5_5 {
-        if model.mla.is_some() {
-            return Err("hybrid sliding-window MLA pools are not modelled".into());
-        }
-        let n = kv_heads_per_rank(model.num_key_value_heads, atp, 1);
-        let per = n * (model.head_dim + model.v_head_dim) * isz;
-        let (full, swa_layers) = (model.full_attention_layers(), model.sliding_layers());
-        let swa = SwaInput {
-            full_layers: full,
-            swa_layers,
-            ratio: settings.swa_full_tokens_ratio,
-            full_per_token: per,
-            swa_per_token: per,
-            sliding_window_size: model.sliding_window,
-        };
-        if layout == Layout::V0_5_5 {
-            let c = n * model.head_dim * layers * 2 * isz;
-            let text = format!(
-                "{n} KV heads × {} × {layers} layers × 2 (K, V) × {isz} B, then split into full \
-                 ({full} layers) and sliding-window ({swa_layers} layers) pools at ratio {}",
-                model.head_dim, settings.swa_full_tokens_ratio
-            );
-            return Ok((c, Some(swa), text));
-        }
-        let text = format!(
-            "hybrid SWA: {per} B × {full} full layers + {} × {per} B × {swa_layers} sliding \
-             layers = {:.1} B per full-pool token",
-            settings.swa_full_tokens_ratio,
-            swa.cell()
-        );
-        return Ok((per * full, Some(swa), text));
-    }
-    let attention = match model.mla {
-        Some(d) => Attention::Mla {
-            kv_lora_rank: d.kv_lora_rank,
-            qk_rope_head_dim: d.qk_rope_head_dim,
-        },
-        None => Attention::Mha {
-            total_kv_heads: model.num_key_value_heads,
-            head_dim: model.head_dim,
-            v_head_dim: model.v_head_dim,
-        },
-    };
-    let mut input = CellInput::new(layout, attention, layers, kv, atp);
-    if layout >= Layout::V0_5_18
-        && matches!(
-            settings.speculative,
-            Speculative::Eagle | Speculative::Standalone
-        )
-    {
-        input.draft_layers = settings
-            .speculative_num_draft_layers
-            .or(model.num_nextn_predict_layers)
-            .unwrap_or(0);
-    }
-    let c = cell::cell_bytes(&input).map_err(|e| e.to_string())?;
-    let text = match model.mla {
-        Some(d) => format!(
-            "MLA latent ({} + {}) × {layers} layers × {isz} B",
-            d.kv_lora_rank, d.qk_rope_head_dim
-        ),
-        None => {
-            let n = kv_heads_per_rank(model.num_key_value_heads, atp, 1);
-            let heads = if atp > 1 {
-                format!(
-                    "{} KV heads / attn tp {atp} = {n}",
-                    model.num_key_value_heads
-                )
-            } else {
-                format!("{n} KV heads")
-            };
-            if layout <= Layout::V0_5_5 {
-                format!(
-                    "{heads} × head_dim {} × {layers} layers × 2 (K, V) × {isz} B",
-                    model.head_dim
-                )
-            } else {
-                format!(
-                    "{heads} × ({} + {}) × {layers} layers × {isz} B",
-                    model.head_dim, model.v_head_dim
-                )
-            }
-        }
-    };
-    let text = if input.draft_layers > 0 {
-        format!("{text} + {} draft layer(s)", input.draft_layers)
-    } else {
-        text
-    };
-    Ok((c, None, text))
-}
-
-/// The cell alone (the defaults-only answer with a model).
-pub fn cell_only(
-    model: &ModelGeometry,
-    settings: &Settings,
-    layout: Layout,
-) -> Result<u64, String> {
-    let kv = kv_dtype(layout, &settings.kv_cache_dtype.value, model)?;
-    cell_of(model, settings, layout, settings.tp.value, kv).map(|c| c.0)
-}
-
 /// `DefaultsInput` from the settings.
 pub fn defaults_input(
     model: Option<&ModelGeometry>,
@@ -245,9 +86,9 @@ pub fn defaults_input(
     d.decode_graph = s.decode_graph;
     d.deepep = s.deepep;
     d.post_capture_kv_sizing = s.post_capture_kv_sizing && layout >= Layout::V0_5_18;
-    if s.hip {
-        d.prefill_graph = PrefillGraph::TcPiecewise;
-    }
+    d.platform = s.platform;
+    d.prefill_graph = s.prefill_graph;
+    d.piecewise_graph = s.piecewise_graph;
     if let Some(m) = model {
         d.mla = m.mla.is_some();
         d.multimodal = m.is_multimodal;
@@ -507,10 +348,16 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         (reproduced, &observed.tokens, &settings.max_total_tokens)
     {
         if *obs < r.tokens && r.error.is_none() {
+            let fraction = if fraction.origin == Origin::Derived {
+                "a lower mem_fraction_static than the derived one (see the implied fraction) or "
+            } else {
+                ""
+            };
             notes.push(format!(
-                "the engine sized fewer tokens ({obs}) than these bytes give: a --max-total-tokens \
-                 cap would explain it (a run's journals do not record the cap; pass \
-                 --max-total-tokens or the engine log with its server_args line)"
+                "the engine sized fewer tokens ({obs}) than these bytes give: {fraction}a \
+                 --max-total-tokens cap would explain it (no server_args line was read: the input \
+                 holds none, e.g. journals recorded before vramledger kept it or with the tap \
+                 off; pass the settings as flags, or the engine log with its server_args line)"
             ));
         }
     }
@@ -538,12 +385,12 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         whatif::recommend(m, &settings, &sc, &ev, after, base_tokens, args.margin_gib)
     });
     let post_capture = match measured.free_after_capture_gib {
-        Some(free) if ev.swa.is_none() => whatif::post_capture(
+        Some(free) if ev.swa.is_none() => capture::post_capture(
             m,
             &settings,
             &sc,
             &ev,
-            whatif::CaptureMeasure {
+            capture::CaptureMeasure {
                 free_after_capture_gib: free,
                 base_tokens,
                 exact: measured.exact,
@@ -553,7 +400,7 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         _ => Vec::new(),
     };
     let post_capture_resize = match args.free_after_capture_gib {
-        Some(free) => whatif::post_capture_direct(m, &settings, &sc, &ev, args, free, &mut notes)?,
+        Some(free) => capture::post_capture_direct(m, &settings, &sc, &ev, args, free, &mut notes)?,
         None => None,
     };
     if let Some(alt) = defaults.as_ref().and_then(|d| d.alternative.clone()) {
@@ -566,6 +413,8 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
     }
     Ok(SglangReport {
         layout,
+        layout_candidates: Vec::new(),
+        layout_ambiguous: false,
         kv_dtype: format!(
             "{} ({:?})",
             settings.kv_cache_dtype.value,
@@ -586,6 +435,7 @@ pub fn compute(plan: Plan<'_>) -> Result<SglangReport, String> {
         observed_profiled: observed.profiled,
         observed_failure: observed.failure,
         observed_post_capture_tokens: observed.post_capture_tokens,
+        observed_stopped_after_weights: observed.stopped_after_weights,
         reproduced,
         implied_fraction,
         smallest_fraction,

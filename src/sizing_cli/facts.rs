@@ -9,14 +9,17 @@
 
 use std::path::{Path, PathBuf};
 
+use vramledger_engines::log::settings::{Assembler, SettingsKind};
 use vramledger_engines::log::{classify_each, event as ev, stage, Engine, RankTag};
-use vramledger_format::Kind;
+use vramledger_format::{Api, Kind};
 
+use super::after_pool::after_pool;
+pub use super::after_pool::{AfterPool, StageNeed};
 use super::detect::Hints;
 use super::server_args::{self, ServerArgs};
 use super::vllm::{self as vllm_facts, Attempt, EngineConfig};
 use crate::journal;
-use crate::ledger::{self, StageRow};
+use crate::ledger;
 
 /// One SGLang rank's printed free memory (GiB, two decimals).
 #[derive(Debug, Clone, Default)]
@@ -43,6 +46,9 @@ pub struct Observed {
     pub post_capture_tokens: Option<i64>,
     /// A fatal sizing line: (event, the line).
     pub failure: Option<(String, String)>,
+    /// The weights loaded and nothing after them says a pool was built or sizing failed: a
+    /// startup that stopped in KV sizing, or a log cut there.
+    pub stopped_after_weights: bool,
 }
 
 /// What a stream of engine lines says.
@@ -79,6 +85,19 @@ impl LogFacts {
             facts.observe_line(line);
         }
         Ok(facts)
+    }
+
+    /// What the engine reported about its pool, with [`Observed::stopped_after_weights`] set.
+    pub fn observed(&self) -> Observed {
+        let o = &self.observed;
+        let mut out = o.clone();
+        out.stopped_after_weights = self.ranks.iter().any(|r| r.load_end_avail.is_some())
+            && self.ranks.iter().all(|r| r.pool_end_avail.is_none())
+            && o.tokens.is_none()
+            && o.profiled.is_none()
+            && o.failure.is_none()
+            && o.post_capture_tokens.is_none();
+        out
     }
 
     /// The engine that printed most recognised lines.
@@ -209,30 +228,6 @@ impl FullPool for Option<&str> {
     }
 }
 
-/// The run-time memory after the KV pool, from the books of one rank.
-#[derive(Debug, Clone)]
-pub struct AfterPool {
-    /// "rank 0 (pid 2090, device 0)" or the log's rank prefix.
-    pub rank: String,
-    /// Free memory when the pool was built ("Memory pool end").
-    pub pool_end_free_bytes: i64,
-    /// The lowest free memory after it.
-    pub low_free_bytes: i64,
-    /// `pool_end_free − low_free`: what the server took beyond the KV pool.
-    pub need_bytes: i64,
-    /// The stages up to the low point, with their device deltas and owners (runs only).
-    pub stages: Vec<StageNeed>,
-    pub exact: bool,
-}
-
-/// One stage's part of the run-time need.
-#[derive(Debug, Clone)]
-pub struct StageNeed {
-    pub name: String,
-    pub delta_bytes: i64,
-    pub owners: Vec<(String, i64)>,
-}
-
 /// One rank of a run: the weight-load boundaries and what came after the pool.
 #[derive(Debug, Clone)]
 pub struct RunRank {
@@ -241,6 +236,18 @@ pub struct RunRank {
     pub avail_free: u64,
     pub after: Option<AfterPool>,
     pub after_capture_free: Option<u64>,
+}
+
+/// One engine settings line the tap recorded (secrets already redacted).
+#[derive(Debug, Clone)]
+pub struct RecordedSettings {
+    pub kind: SettingsKind,
+    pub line: String,
+    pub pid: String,
+    /// Longer than the record bound when printed: only its start was kept.
+    pub cut: bool,
+    /// Parts of it were lost (a torn journal).
+    pub incomplete: bool,
 }
 
 /// What a run's journals say.
@@ -254,51 +261,11 @@ pub struct RunFacts {
     pub nvml_total_mib: Option<f64>,
     pub lines: LogFacts,
     pub cmdline: Option<ServerArgs>,
+    /// The settings lines the tap recorded, in journal order.
+    pub settings: Vec<RecordedSettings>,
+    /// The model folder the first settings line named, as the tap resolved it, and whose.
+    pub model_path: Option<(String, String)>,
     pub warnings: Vec<String>,
-}
-
-fn after_pool(label: &str, stages: &[StageRow]) -> Option<(AfterPool, Option<u64>)> {
-    let pool = stages.iter().position(|s| s.name == stage::KV_POOL)?;
-    let pool_end = stages[pool].end_free? as i64;
-    let later = &stages[pool + 1..];
-    let (mut low, mut low_at) = (pool_end, None);
-    for (i, s) in later.iter().enumerate() {
-        if let Some(f) = s.end_free {
-            if (f as i64) < low {
-                low = f as i64;
-                low_at = Some(i);
-            }
-        }
-    }
-    let listed = low_at.map_or(0, |i| i + 1);
-    let need_stages = later[..listed]
-        .iter()
-        .map(|s| StageNeed {
-            name: s.name.clone(),
-            delta_bytes: s.device_delta,
-            owners: s
-                .by_owner
-                .iter()
-                .filter(|(_, b)| *b != 0)
-                .map(|(o, b)| (o.name().to_string(), b))
-                .collect(),
-        })
-        .collect();
-    let capture_end = later
-        .iter()
-        .rfind(|s| s.name.starts_with("graph_capture"))
-        .and_then(|s| s.end_free);
-    Some((
-        AfterPool {
-            rank: label.to_string(),
-            pool_end_free_bytes: pool_end,
-            low_free_bytes: low,
-            need_bytes: pool_end.saturating_sub(low),
-            stages: need_stages,
-            exact: true,
-        },
-        capture_end,
-    ))
 }
 
 impl RunFacts {
@@ -325,6 +292,7 @@ impl RunFacts {
         }
         let mut lines = LogFacts::new(format!("the run {}", path.display()));
         let mut cmdline = None;
+        let mut settings = Vec::new();
         let (mut driver, mut nvml): (Option<u64>, Option<u64>) = (None, None);
         let min = |slot: &mut Option<u64>, v: u64| *slot = Some(slot.map_or(v, |m| m.min(v)));
         for j in &journals {
@@ -338,8 +306,17 @@ impl RunFacts {
                     cmdline = server_args::from_cmdline(&args, &origin);
                 }
             }
+            let pid = j.header.get("pid").unwrap_or("?").to_string();
+            let mut parts = Assembler::default();
             for e in &j.events {
                 match e.kind() {
+                    Some(Kind::Warning) if e.api == Api::VramledgerSettings as u16 => {
+                        for a in parts.push(&e.text) {
+                            settings.push(recorded(a, &pid));
+                        }
+                    }
+                    // The tap records the engine's fatal sizing lines as warnings.
+                    Some(Kind::Warning) if e.api == Api::None as u16 => lines.observe_line(&e.text),
                     Some(Kind::Stage) => {
                         if let Some((_, line)) = e.text.split_once('\n') {
                             lines.observe_line(line);
@@ -350,6 +327,35 @@ impl RunFacts {
                     _ => {}
                 }
             }
+            settings.extend(parts.finish().map(|a| recorded(a, &pid)));
+        }
+        let mut model_path = None;
+        for s in &settings {
+            if s.cut || s.incomplete {
+                warnings.push(format!(
+                    "the {} line recorded for pid {} {}; the settings after its end are unknown",
+                    s.kind.name(),
+                    s.pid,
+                    if s.cut {
+                        "was longer than 64 KiB: its first 64 KiB were kept"
+                    } else {
+                        "lost parts (a damaged journal): what remained was read"
+                    }
+                ));
+            }
+            match s.kind {
+                SettingsKind::ModelPath if !s.incomplete => {
+                    model_path.get_or_insert((
+                        s.line.clone(),
+                        format!("the model path recorded for pid {}", s.pid),
+                    ));
+                }
+                SettingsKind::ModelPath => {}
+                _ => lines.observe_line(&s.line),
+            }
+        }
+        if let Some(sa) = lines.server_args.as_mut() {
+            sa.origin = format!("the server_args line recorded in {}", path.display());
         }
         let books = ledger::build(&journals);
         let mut ranks = Vec::new();
@@ -394,8 +400,20 @@ impl RunFacts {
             nvml_total_mib: nvml.map(mib),
             lines,
             cmdline,
+            settings,
+            model_path,
             warnings,
         })
+    }
+}
+
+fn recorded(a: vramledger_engines::log::settings::Assembled, pid: &str) -> RecordedSettings {
+    RecordedSettings {
+        kind: a.kind,
+        line: a.line,
+        pid: pid.to_string(),
+        cut: a.cut,
+        incomplete: a.incomplete,
     }
 }
 

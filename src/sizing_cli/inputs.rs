@@ -8,7 +8,7 @@
 //! [`Settings`] the server settings after flags, logs and defaults are merged, each a
 //! [`Sourced`] value.
 
-use vramledger_engines::sizing::defaults::{Disaggregation, Speculative};
+use vramledger_engines::sizing::defaults::{Disaggregation, Platform, PrefillGraph, Speculative};
 use vramledger_engines::sizing::pyfloat::GIB;
 use vramledger_engines::sizing::tokens::distributed_min_gib;
 
@@ -241,8 +241,12 @@ pub struct Settings {
     pub pp_min_tokens_from_other_stages: Option<i64>,
     /// 0.5.18+: post-capture KV sizing planned (`--post-capture-kv-sizing`).
     pub post_capture_kv_sizing: bool,
-    /// `--platform hip`: ROCm (tc_piecewise prefill graphs in 0.5.18+).
-    pub hip: bool,
+    /// `--platform`: CUDA (default), HIP (ROCm) or NPU (Ascend): their tiers and graph rules.
+    pub platform: Platform,
+    /// 0.5.18+ prefill graph backend when logged (`cuda_graph_config`, its flags).
+    pub prefill_graph: Option<PrefillGraph>,
+    /// 0.5.12 piecewise CUDA graphs when logged (`disable_piecewise_cuda_graph`).
+    pub piecewise_graph: Option<bool>,
     pub swa_full_tokens_ratio: f64,
     pub disable_hybrid_swa_memory: bool,
     pub gpu_mem_mib: Option<Sourced<f64>>,
@@ -275,7 +279,7 @@ impl Settings {
     ) -> Settings {
         let empty = ServerArgs::default();
         let sa = server.unwrap_or(&empty);
-        let logged = |what: &str| format!("{what} from {}", sa.origin);
+        let logged = |what: &str| format!("{what} from {}", sa.origin_of(what));
         let pp = match (args.pp, sa.u64("pp_size")) {
             (Some(v), _) => Sourced::new(v, Origin::Given, "--pp"),
             (None, Some(v)) => Sourced::new(v, Origin::Logged, logged("pp_size")),
@@ -383,7 +387,13 @@ impl Settings {
             post_capture_kv_sizing: args.post_capture_kv_sizing,
             speculative_num_draft_layers: args.speculative_num_draft_layers,
             pp_min_tokens_from_other_stages: args.pp_min_tokens_from_other_stages,
-            hip: args.platform.as_deref() == Some("hip"),
+            platform: match args.platform.as_deref() {
+                Some("hip") => Platform::Hip,
+                Some("npu") => Platform::Npu,
+                _ => Platform::Cuda,
+            },
+            prefill_graph: logged_prefill_graph(sa),
+            piecewise_graph: sa.bool("disable_piecewise_cuda_graph").map(|d| !d),
             swa_full_tokens_ratio: sa.f64("swa_full_tokens_ratio").unwrap_or(0.8),
             disable_hybrid_swa_memory: sa.bool("disable_hybrid_swa_memory").unwrap_or(false),
             gpu_mem_mib,
@@ -392,6 +402,37 @@ impl Settings {
             server_args_origin: server.map(|s| s.origin.clone()),
         }
     }
+}
+
+/// The 0.5.18+ prefill graph backend a `server_args` line resolved: its `cuda_graph_config`
+/// repr (`prefill=PhaseConfig(backend='breakable', …)`), else the flags that set it.
+fn logged_prefill_graph(sa: &ServerArgs) -> Option<PrefillGraph> {
+    let named = |b: &str| match b {
+        "disabled" => Some(PrefillGraph::Disabled),
+        "full" => Some(PrefillGraph::Full),
+        "breakable" => Some(PrefillGraph::Breakable),
+        "tc_piecewise" | "piecewise" => Some(PrefillGraph::TcPiecewise),
+        _ => None,
+    };
+    if let Some(text) = sa.get("cuda_graph_config").and_then(|v| v.as_str()) {
+        if let Some(at) = text.find("prefill=PhaseConfig(backend=") {
+            let rest = &text[at + "prefill=PhaseConfig(backend=".len()..];
+            let name: String = rest
+                .trim_start_matches(['\'', '"'])
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(b) = named(&name.to_ascii_lowercase()) {
+                return Some(b);
+            }
+        }
+    }
+    if let Some(b) = sa.str("cuda_graph_backend_prefill").and_then(named) {
+        return Some(b);
+    }
+    (sa.bool("disable_prefill_cuda_graph") == Some(true)
+        || sa.bool("disable_cuda_graph") == Some(true))
+    .then_some(PrefillGraph::Disabled)
 }
 
 /// GPU capacity in MiB: the flag, else the run's recorded totals.

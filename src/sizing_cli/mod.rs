@@ -3,35 +3,45 @@
 //!
 //! # Brief overview
 //!
-//! - [`facts`]: what engine lines (a log, or a run's recorded lines) and journals say;
+//! - [`facts`]: what engine lines (a log, or a run's recorded lines and settings records) and
+//!   journals say; `after_pool`: the run-time memory after the pool, from the books;
 //! - [`inputs`]: the numbers and settings, each with its source (flag, log, run, rule):
 //!   exact free bytes from a run's journals, printed GiB from a log, the `server_args` line;
 //! - [`server_args`]: SGLang's logged `ServerArgs(...)` repr and launch flags;
-//! - [`detect`]: the SGLang layout from a log's line formats;
+//! - `model`: the model's `config.json` (given, in the logged model folder, the HF cache, the
+//!   run folder);
+//! - [`detect`]: the SGLang layouts a log's line formats allow; [`layouts`]: which one sizes
+//!   (never one that contradicts what the log reports; ambiguity said);
 //! - [`explain`]: SGLang's sizing on those inputs (`vramledger_engines::sizing` does the
-//!   arithmetic), the reproduction check, the breakdown and the run-time need after the pool;
+//!   arithmetic; `cell` the bytes per token), the reproduction check, the breakdown and the
+//!   run-time need after the pool;
 //! - [`whatif`]: another fraction, page size, KV dtype, context length, GPU or TP size; the
-//!   recommended `mem_fraction_static`; post-capture sizing emulated on the measurements;
+//!   recommended `mem_fraction_static`; `capture`: post-capture sizing emulated;
 //! - [`vllm`]: vLLM's `gpu_memory_utilization` budget from a vLLM log;
 //! - `report`: the answer as plain data ([`SizeReport`]).
 //!
 //! Outputs live in `crate::output::{size_text, size_json}`. Exit codes: 0 the KV pool fits,
 //! 1 the configuration cannot fit (the report is still printed), 2 bad input.
 
+mod after_pool;
+mod capture;
+mod cell;
 pub mod detect;
 pub mod explain;
 pub mod facts;
 pub mod inputs;
+pub mod layouts;
+mod model;
 mod report;
 pub mod server_args;
 pub mod vllm;
 pub mod whatif;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use vramledger_engines::log::Engine;
-use vramledger_engines::sizing::model::ModelGeometry;
+use vramledger_engines::sizing::defaults::Platform;
 use vramledger_engines::sizing::Layout;
 
 use crate::output::{size_json, size_text};
@@ -40,6 +50,7 @@ pub use report::{
     DefaultsOnly, DefaultsReport, ModelSource, PostCaptureEmulation, PostCaptureResize,
     Recommendation, Runtime, SglangReport, SizeReport, WhatIf,
 };
+use server_args::ServerArgs;
 
 /// Exit code: the configuration cannot fit.
 pub const EXIT_DOES_NOT_FIT: i32 = 1;
@@ -93,8 +104,9 @@ pub struct SizeArgs {
     /// 0.5.18, 0.5.23; default the newest).
     #[arg(long, value_name = "V")]
     pub sglang_version: Option<String>,
-    /// SGLang's platform: cuda (default) or hip (ROCm; its prefill graph backend differs).
-    #[arg(long, value_name = "P", value_parser = ["cuda", "hip"])]
+    /// SGLang's platform: cuda (default), hip (ROCm) or npu (Ascend): their capacity tiers and
+    /// prefill-graph rules differ.
+    #[arg(long, value_name = "P", value_parser = ["cuda", "hip", "npu"])]
     pub platform: Option<String>,
     /// SGLang --dp-size (data-parallel replicas).
     #[arg(long, value_name = "N")]
@@ -287,60 +299,6 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn read_model(path: &Path, origin: Origin) -> Result<ModelSource, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let geometry =
-        ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(ModelSource {
-        geometry,
-        path: path.display().to_string(),
-        origin,
-    })
-}
-
-/// `--model-config`, else a config.json in the run folder, else the logged model path's.
-fn find_model(args: &SizeArgs, model_path: Option<&str>) -> Result<Option<ModelSource>, String> {
-    if let Some(p) = &args.model_config {
-        return read_model(p, Origin::Given).map(Some);
-    }
-    let mut candidates = Vec::new();
-    if let Some(run) = args.run.as_ref().filter(|r| r.is_dir()) {
-        candidates.push(run.join("config.json"));
-    }
-    if let Some(m) = model_path {
-        candidates.push(Path::new(m).join("config.json"));
-    }
-    for c in candidates {
-        if c.is_file() {
-            return read_model(&c, Origin::Derived).map(Some);
-        }
-    }
-    Ok(None)
-}
-
-fn layout_of(args: &SizeArgs, facts: Option<&LogFacts>) -> Result<Sourced<Layout>, String> {
-    if let Some(v) = &args.sglang_version {
-        let l = Layout::for_version_or_oldest(v).ok_or_else(|| {
-            format!("--sglang-version {v} is not a version number (e.g. 0.5.5, v0.4.6.post5)")
-        })?;
-        let detail = if Layout::for_version(v).is_some() {
-            format!("--sglang-version {v}: nearest read release at or below it")
-        } else {
-            format!("--sglang-version {v} is older than every read release: the oldest layout")
-        };
-        return Ok(Sourced::new(l, Origin::Given, detail));
-    }
-    if let Some((l, why)) = facts.and_then(|f| f.hints.conclude()) {
-        return Ok(Sourced::new(l, Origin::Derived, why));
-    }
-    Ok(Sourced::new(
-        Layout::V0_5_23,
-        Origin::Default,
-        "no version given and no line format decides: the newest read layout",
-    ))
-}
-
 /// Gathers the inputs and computes the report.
 pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     check_flags(args)?;
@@ -388,7 +346,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
             );
         }
         let l = log.as_ref().expect("vllm_log");
-        let model = find_model(args, None)?.ok_or(
+        let model = model::find_model(args, None, None)?.ok_or(
             "--model-config is needed: the KV bytes per token come from the model's config.json",
         )?;
         let ask = vllm::VllmAsk {
@@ -413,21 +371,26 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     if args.attempt.is_some() {
         return Err("--attempt picks a vLLM startup; it does not apply to SGLang input".into());
     }
-    // Logged settings: the log's server_args line, then the run's launch command line.
-    let mut server = log.as_ref().and_then(|l| l.server_args.clone());
-    if let Some(c) = run.as_ref().and_then(|r| r.cmdline.as_ref()) {
+    // Logged settings, each key from the first source that has it: the log's server_args
+    // line, the server_args line the run recorded, the run's launch command line.
+    let mut server: Option<ServerArgs> = None;
+    for layer in [
+        log.as_ref().and_then(|l| l.server_args.as_ref()),
+        run.as_ref().and_then(|r| r.lines.server_args.as_ref()),
+        run.as_ref().and_then(|r| r.cmdline.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    {
         match server.as_mut() {
-            Some(s) => s.fill_from(c),
-            None => server = Some(c.clone()),
+            Some(s) => s.fill_from(layer),
+            None => server = Some(layer.clone()),
         }
     }
-    if server.is_none() {
-        server = run.as_ref().and_then(|r| r.lines.server_args.clone());
-    }
-    let settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
-    let model = find_model(args, settings.model_path.as_deref())?;
+    let mut settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
+    let recorded_model = run.as_ref().and_then(|r| r.model_path.clone());
+    let model = model::find_model(args, recorded_model, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
-    let layout = layout_of(args, facts)?;
     let measured = match (&run, &log, args.pre_gib.zip(args.available_gib)) {
         (_, _, Some((pre, avail))) => Some(Measured::from_flags(pre, avail)),
         (Some(r), _, None) => Some(Measured::from_run(r)),
@@ -435,6 +398,8 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
         (None, None, None) => None,
     };
     let Some(measured) = measured else {
+        let layout = layouts::first(args, facts)?;
+        npu_page_default(&mut settings, layout.value);
         let gpu = settings.gpu_mem_mib.clone().ok_or(
             "nothing measured: give --pre-gib and --available-gib, a RUN or --log to compute \
              tokens, or --gpu-mem-mib to see the defaults SGLang would derive for that GPU",
@@ -455,23 +420,59 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     let model = model.ok_or(
         "--model-config is needed: the KV bytes per token come from the model's config.json",
     )?;
-    let mut observed = facts.map(|f| f.observed.clone()).unwrap_or_default();
+    let mut observed = facts.map(LogFacts::observed).unwrap_or_default();
     if let (Some(l), Some(r)) = (&log, &run) {
         // The run's own lines first; the log fills what they lack.
-        observed = r.lines.observed.clone();
+        observed = r.lines.observed();
         let o = &l.observed;
         observed.tokens = observed.tokens.or(o.tokens.clone());
         observed.profiled = observed.profiled.or(o.profiled.clone());
         observed.failure = observed.failure.or(o.failure.clone());
         observed.post_capture_tokens = observed.post_capture_tokens.or(o.post_capture_tokens);
+        observed.stopped_after_weights = (observed.stopped_after_weights
+            || l.observed().stopped_after_weights)
+            && observed.tokens.is_none()
+            && observed.profiled.is_none()
+            && observed.failure.is_none()
+            && observed.post_capture_tokens.is_none();
     }
-    let report = explain::compute(explain::Plan {
-        layout,
-        model,
-        settings,
-        measured,
-        observed,
-        args,
-    })?;
-    Ok(SizeReport::Sglang(Box::new(report)))
+    // Each layout the input allows (one when --sglang-version names it), then the choice.
+    let mut reports = Vec::new();
+    let mut first_error = None;
+    for layout in layouts::to_try(args, facts)? {
+        let mut s = settings.clone();
+        npu_page_default(&mut s, layout.value);
+        let plan = explain::Plan {
+            layout,
+            model: model.clone(),
+            settings: s,
+            measured: measured.clone(),
+            observed: observed.clone(),
+            args,
+        };
+        match explain::compute(plan) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if reports.is_empty() {
+        return Err(first_error.unwrap_or_else(|| "no SGLang layout to size with".into()));
+    }
+    Ok(SizeReport::Sglang(Box::new(layouts::choose(reports))))
+}
+
+/// SGLang 0.5.12+ on an NPU pages the KV cache by 128 tokens unless told otherwise.
+fn npu_page_default(settings: &mut Settings, layout: Layout) {
+    if settings.platform == Platform::Npu
+        && layout >= Layout::V0_5_12
+        && settings.page_size.origin == Origin::Default
+    {
+        settings.page_size = Sourced::new(
+            128,
+            Origin::Default,
+            "SGLang's NPU default (set_default_server_args)",
+        );
+    }
 }

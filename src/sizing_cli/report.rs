@@ -17,6 +17,8 @@ pub struct ModelSource {
     pub geometry: ModelGeometry,
     pub path: String,
     pub origin: Origin,
+    /// Which flag or file: "--model-config", "config.json of the logged model folder …".
+    pub detail: String,
 }
 
 /// The default settings SGLang derives for a GPU.
@@ -80,6 +82,9 @@ pub struct PostCaptureEmulation {
     pub tokens: i64,
     pub token_change: i64,
     pub max_running_requests: i64,
+    /// The headroom is at least the free memory after capture: the budget is only the pages
+    /// already backed, no pool to serve with.
+    pub no_room: bool,
 }
 
 /// Post-capture KV sizing computed directly (`--free-after-capture-gib`): SGLang's
@@ -116,6 +121,10 @@ pub struct Runtime {
 #[derive(Debug, Clone)]
 pub struct SglangReport {
     pub layout: Sourced<Layout>,
+    /// Every layout the line formats allowed and its answer, when there was more than one.
+    pub layout_candidates: Vec<super::layouts::Candidate>,
+    /// Those layouts size differently (the report says so, and which it kept).
+    pub layout_ambiguous: bool,
     pub model: ModelSource,
     pub settings: Settings,
     pub measured: Measured,
@@ -136,6 +145,8 @@ pub struct SglangReport {
     pub observed_profiled: Option<(i64, String)>,
     pub observed_failure: Option<(String, String)>,
     pub observed_post_capture_tokens: Option<i64>,
+    /// Nothing after the weights says a pool was built or sizing failed.
+    pub observed_stopped_after_weights: bool,
     pub reproduced: Option<bool>,
     pub implied_fraction: Option<(f64, f64)>,
     pub smallest_fraction: Option<f64>,

@@ -70,6 +70,8 @@ pub struct ServerArgs {
     pub origin: String,
     /// The repr line was cut before its closing parenthesis.
     pub truncated: bool,
+    /// Keys filled from another source ([`ServerArgs::fill_from`]) and where they were read.
+    pub key_origins: BTreeMap<String, String>,
 }
 
 impl ServerArgs {
@@ -92,11 +94,20 @@ impl ServerArgs {
     pub fn str(&self, key: &str) -> Option<&str> {
         self.get(key)?.as_str()
     }
-    /// Adds the pairs of `other` that this map lacks.
+    /// Adds the pairs of `other` that this map lacks, remembering where each came from. A key
+    /// present as Python `None` stays: the engine printed what it resolved.
     pub fn fill_from(&mut self, other: &ServerArgs) {
         for (k, v) in &other.values {
-            self.values.entry(k.clone()).or_insert_with(|| v.clone());
+            if !self.values.contains_key(k) {
+                self.values.insert(k.clone(), v.clone());
+                self.key_origins
+                    .insert(k.clone(), other.origin_of(k).to_string());
+            }
         }
+    }
+    /// Where `key` was read: this map's origin, or the source that filled it.
+    pub fn origin_of(&self, key: &str) -> &str {
+        self.key_origins.get(key).unwrap_or(&self.origin)
     }
 }
 
@@ -110,6 +121,7 @@ pub fn from_log_line(line: &str, origin: &str) -> Option<ServerArgs> {
         values,
         origin: origin.to_string(),
         truncated,
+        key_origins: BTreeMap::new(),
     })
 }
 
@@ -271,6 +283,7 @@ pub fn from_cmdline(args: &[&str], origin: &str) -> Option<ServerArgs> {
         values,
         origin: origin.to_string(),
         truncated: false,
+        key_origins: BTreeMap::new(),
     })
 }
 

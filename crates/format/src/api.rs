@@ -100,6 +100,14 @@ apis! {
     VramledgerStage = 101 => "vramledger_stage",
     VramledgerLogLine = 102 => "vramledger_log_line",
     NvmlSample = 103 => "nvml",
+    // An engine settings line or the model path it names: a `warning`-kind record whose
+    // text is a part of `vramledger_engines::log::settings`, never a stage change.
+    VramledgerSettings = 104 => "vramledger_settings",
+    // The Python pool hooks, through libvramledger's C API.
+    VramledgerPoolBegin = 110 => "vramledger_pool_begin",
+    VramledgerPoolEnd = 111 => "vramledger_pool_end",
+    VramledgerTorchSegment = 112 => "vramledger_torch_segment",
+    VramledgerPoolHooks = 113 => "vramledger_pool_hooks",
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub use api::Api;
 pub use frame::{decode_frame, encode_frame, FrameError, FRAME_MAGIC, PADDING_KIND};
 pub use header::Header;
 pub use live::LiveBooks;
-pub use record::{Event, Kind, MemKind, Owner, EVENT_FIXED_LEN};
+pub use record::{Event, Kind, MemKind, Owner, PoolScope, EVENT_FIXED_LEN, POOL_UNKNOWN};
 
 /// The magic bytes that open every journal.
 pub const MAGIC: &[u8; 8] = b"VRAMLJNL";

@@ -83,6 +83,19 @@ tagged! {
         CaptureBegin = 60 => "capture_begin",
         /// Stream capture ended on stream `handle`.
         CaptureEnd = 61 => "capture_end",
+        /// PyTorch routes thread `tid`'s (or every thread's) allocations on `device` to one of
+        /// its private memory pools from now on (seen by the Python hook, not the driver):
+        /// `handle` the window's serial number, `arg0`/`arg1` the pool id (both `u64::MAX`
+        /// while a capture's pool is not known yet), `arg2` the [`crate::record::PoolScope`].
+        PoolBegin = 62 => "pool_begin",
+        /// The pool window `handle` on `device` closed: `arg0`/`arg1` the pool id (now known
+        /// for every window), `arg2` the scope.
+        PoolEnd = 63 => "pool_end",
+        /// PyTorch's own allocator snapshot: one segment at `addr`, `size` bytes on `device`,
+        /// in pool `arg0`/`arg1` ((0, 0) is the default pool); `handle` numbers the snapshot.
+        TorchSegment = 64 => "torch_segment",
+        /// The Python pool hooks are installed: `arg0` functions wrapped; `text` torch's version.
+        PoolHooks = 65 => "pool_hooks",
         /// A device free-memory reading: `arg0` free, `arg1` total (`api` says whose).
         MemInfo = 70 => "meminfo",
         /// NVML reading for `device`: `arg0` device free, `arg1` device total, `arg2` this
@@ -106,7 +119,8 @@ tagged! {
         None = 0 => "none",
         /// PyTorch's caching allocator, normal pools.
         Torch = 1 => "torch",
-        /// Made by PyTorch inside a stream-capture window: a CUDA-graph private pool.
+        /// Made by PyTorch for a private pool (CUDA graphs, `MemPool`): inside a stream-capture
+        /// window, or inside a pool window the Python hook saw (then with the pool id).
         TorchGraphPool = 2 => "torch_graph_pool",
         /// NCCL: internal buffers and ncclMemAlloc.
         Nccl = 3 => "nccl",
@@ -149,7 +163,55 @@ pub mod flags {
     pub const MODULE_UNKNOWN: u32 = 1 << 3;
     /// The memory was reached through an entry point that vramledger saw fail.
     pub const FAILED: u32 = 1 << 4;
+    /// Made inside a PyTorch pool window: `arg1`/`arg2` hold the pool id.
+    pub const TORCH_POOL: u32 = 1 << 5;
+    /// Made inside a capture's pool window whose id was not known yet: `arg1` holds the
+    /// window's serial number; the window's `pool_end` record names the pool.
+    pub const TORCH_POOL_PENDING: u32 = 1 << 6;
 }
+
+/// How a PyTorch pool window chooses the allocations it routes (`arg2` of
+/// [`Kind::PoolBegin`]/[`Kind::PoolEnd`]), mirroring the filters of torch's
+/// `beginAllocateToPool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PoolScope {
+    /// The calling thread (`_cuda_beginAllocateCurrentThreadToPool`, `use_mem_pool`).
+    Thread = 1,
+    /// Every thread (`_cuda_beginAllocateToPool`).
+    AllThreads = 2,
+    /// The caller's current stream (`_cuda_beginAllocateCurrentStreamToPool`): matched by the
+    /// calling thread, because a `cudaMalloc` does not say which stream it serves.
+    Stream = 3,
+    /// A CUDA-graph capture (`CUDAGraph.capture_begin`): the calling thread while its stream
+    /// capture is open.
+    Capture = 4,
+}
+
+impl PoolScope {
+    /// The scope with this number.
+    pub fn from_u64(v: u64) -> Option<PoolScope> {
+        match v {
+            1 => Some(PoolScope::Thread),
+            2 => Some(PoolScope::AllThreads),
+            3 => Some(PoolScope::Stream),
+            4 => Some(PoolScope::Capture),
+            _ => None,
+        }
+    }
+    /// The name in dumps and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolScope::Thread => "thread",
+            PoolScope::AllThreads => "all_threads",
+            PoolScope::Stream => "stream",
+            PoolScope::Capture => "capture",
+        }
+    }
+}
+
+/// A pool id field that is not known (yet).
+pub const POOL_UNKNOWN: u64 = u64::MAX;
 
 /// Length of the fixed part of an event payload.
 pub const EVENT_FIXED_LEN: usize = 88;
@@ -211,6 +273,11 @@ impl Event {
     /// The entry point.
     pub fn api(&self) -> Option<crate::Api> {
         crate::Api::from_u16(self.api)
+    }
+    /// The PyTorch pool id of an allocation made inside a pool window (`None` when the window
+    /// was not seen, or its pool was named only at its end: see [`flags::TORCH_POOL_PENDING`]).
+    pub fn torch_pool(&self) -> Option<(u64, u64)> {
+        (self.flags & flags::TORCH_POOL != 0).then_some((self.arg1, self.arg2))
     }
 
     /// Writes the fixed part into `out[..EVENT_FIXED_LEN]`.

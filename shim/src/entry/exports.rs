@@ -1,7 +1,8 @@
 //! The one list of everything `libvramledger.so` exports: each hooked entry point (by the
 //! exact name the driver, runtime or NCCL exports), `dlsym`, the two `cuGetProcAddress`
 //! versions, `write` (the stdout/stderr tap, [`crate::hooks::tap`]), and the public API
-//! (`vramledger_stage`, `vramledger_sample`). A test compares this list with the
+//! (`vramledger_stage`, `vramledger_sample`; the Python pool hooks' `vramledger_pool_*` and
+//! `vramledger_torch_segment` live in [`crate::pools_api`]). A test compares this list with the
 //! built library's dynamic symbol table.
 
 use std::ffi::c_char;
@@ -86,7 +87,12 @@ pub fn hook_addr(api: Api) -> usize {
         | A::VramledgerSample
         | A::VramledgerStage
         | A::VramledgerLogLine
-        | A::NvmlSample => 0,
+        | A::VramledgerSettings
+        | A::NvmlSample
+        | A::VramledgerPoolBegin
+        | A::VramledgerPoolEnd
+        | A::VramledgerTorchSegment
+        | A::VramledgerPoolHooks => 0,
     }
 }
 

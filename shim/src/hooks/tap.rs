@@ -14,6 +14,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
+use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_engines::log::{self, LineKind, Rules, StageTracker};
 use vramledger_format::Api;
 
@@ -122,6 +123,8 @@ struct Found {
     line: Vec<u8>,
     numbers: [Option<f64>; 2],
     failure: bool,
+    /// An engine settings line: recorded as such, never a stage.
+    settings: Option<SettingsKind>,
 }
 
 #[cold]
@@ -134,7 +137,18 @@ fn slow_path(which: usize, bytes: &[u8]) {
             tap.rules = load_rules();
         }
         let mut data = std::mem::take(&mut tap.carry[which]);
-        data.extend_from_slice(bytes);
+        if data.len() > settings::MAX_LINE {
+            // A settings line past its bound: its rest is dropped up to the line's end.
+            match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(end) => data.extend_from_slice(&bytes[end..]),
+                None => {
+                    tap.carry[which] = data;
+                    return;
+                }
+            }
+        } else {
+            data.extend_from_slice(bytes);
+        }
         let mut start = 0;
         let grammar_only = tap.rules.is_none();
         for (i, &b) in data.iter().enumerate() {
@@ -151,13 +165,18 @@ fn slow_path(which: usize, bytes: &[u8]) {
         let mut carry = Vec::new();
         if !rest.is_empty() && rest.len() <= MAX_CARRY {
             carry.extend_from_slice(rest);
+        } else if rest.len() > MAX_CARRY && settings::detect(rest).is_some() {
+            // Settings lines run to several KiB: kept up to their own bound (+1 byte says cut).
+            carry.extend_from_slice(&rest[..rest.len().min(settings::MAX_LINE + 1)]);
         }
         PENDING[which].store(!carry.is_empty(), Ordering::Relaxed);
         tap.carry[which] = carry;
     }
     // Outside the lock: entering a stage samples free memory through the driver.
     for f in found {
-        if f.failure {
+        if let Some(kind) = f.settings {
+            recorder::settings_line(kind, &f.line);
+        } else if f.failure {
             recorder::warning(&String::from_utf8_lossy(&f.line));
         } else {
             stages::enter(&f.stage, Api::VramledgerLogLine, f.numbers, &f.line);
@@ -175,6 +194,16 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
     if line.is_empty() {
         return;
     }
+    if let Some(kind) = settings::detect(line) {
+        found.push(Found {
+            stage: String::new(),
+            line: line.to_vec(),
+            numbers: [None, None],
+            failure: false,
+            settings: Some(kind),
+        });
+        return;
+    }
     if let Some(b) = log::classify_bytes(line) {
         match b.kind {
             LineKind::Boundary => {
@@ -184,6 +213,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
                         line: line.to_vec(),
                         numbers: [b.numbers.avail_mem_gib, b.numbers.mem_usage_gib],
                         failure: false,
+                        settings: None,
                     });
                 }
             }
@@ -192,6 +222,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
                 line: line.to_vec(),
                 numbers: [None, None],
                 failure: true,
+                settings: None,
             }),
             LineKind::Progress => {}
         }
@@ -207,6 +238,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
                 line: line.to_vec(),
                 numbers: [None, None],
                 failure: false,
+                settings: None,
             });
         }
     }

@@ -19,9 +19,15 @@ const fn anchors(b: u8) -> &'static [&'static [u8]] {
             b"_running_requests",
             b"_gpu_memory",
             b"_gpu_blocks",
+            b"_args=ServerArgs(",
         ],
         b'I' => &[b"Init "],
-        b'L' => &[b"Load weight", b"Loaded weights", b"Loading model weights"],
+        b'L' => &[
+            b"Load weight",
+            b"Loaded weights",
+            b"Loading model weights",
+            b"LLM engine (",
+        ],
         b'M' => &[
             b"Memory ",
             b"Mamba ",
@@ -36,6 +42,8 @@ const fn anchors(b: u8) -> &'static [&'static [u8]] {
         b'H' => &[b"Hybrid ("],
         b'#' => &[b"# "],
         b'(' => &[b"(profile"],
+        // vLLM's `non-default args: {…}` settings line (see `settings.rs`).
+        b'-' => &[b"-default args: {"],
         _ => &[],
     }
 }
@@ -43,7 +51,7 @@ const fn anchors(b: u8) -> &'static [&'static [u8]] {
 /// For each byte value, whether some anchor starts with it.
 const LEAD: [bool; 256] = {
     let mut t = [false; 256];
-    let leads = b"KG_ILMCUNDSH#(";
+    let leads = b"KG_ILMCUNDSH#(-";
     let mut i = 0;
     while i < leads.len() {
         t[leads[i] as usize] = true;
@@ -54,13 +62,13 @@ const LEAD: [bool; 256] = {
 
 /// True when `bytes` contains one of the anchors; false means no grammar here can match.
 ///
-/// One pass over the line; only at a byte that starts an anchor (a few capitals, `_`, `#`, `(`)
+/// One pass over the line; only at a byte that starts an anchor (a few capitals, `_`, `#`, `(`, `-`)
 /// are that byte's one to four anchors compared, so an ordinary line costs about a table lookup
 /// per byte.
 pub fn may_match(bytes: &[u8]) -> bool {
     let mut at = 0;
     // Eight bytes at a time: only the bytes that could lead an anchor (ASCII capitals, `_`,
-    // `#`, `(`) are looked at; most of a line is skipped a word at a time.
+    // `#`, `(`, `-`) are looked at; most of a line is skipped a word at a time.
     while at + 8 <= bytes.len() {
         let mut word = [0u8; 8];
         word.copy_from_slice(&bytes[at..at + 8]);
@@ -125,7 +133,7 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
 /// For an all-ASCII word: the high bit of every byte that could start an anchor (an ASCII
-/// capital, `_`, `#` or `(`), and nothing else.
+/// capital, `_`, `#`, `(` or `-`), and nothing else.
 #[inline]
 fn candidates(w: u64) -> u64 {
     // For ASCII bytes: high bit of (byte + 0x80 − lo) is set iff byte ≥ lo (no carries cross
@@ -138,7 +146,7 @@ fn candidates(w: u64) -> u64 {
         // while x's own high bit is clear; the borrow chain starts only at zero bytes.
         !((x & !HIGH) + !HIGH) & !x & HIGH
     };
-    (ge_a & !gt_z) | eq(b'_') | eq(b'#') | eq(b'(')
+    (ge_a & !gt_z) | eq(b'_') | eq(b'#') | eq(b'(') | eq(b'-')
 }
 
 #[cfg(test)]
@@ -174,7 +182,7 @@ mod tests {
                 let mut word = [b'a'; 8];
                 word[pos] = b;
                 let m = candidates(u64::from_le_bytes(word));
-                let want = b.is_ascii_uppercase() || b == b'_' || b == b'#' || b == b'(';
+                let want = b.is_ascii_uppercase() || matches!(b, b'_' | b'#' | b'(' | b'-');
                 assert_eq!(
                     m,
                     if want { 0x80 << (8 * pos) } else { 0 },

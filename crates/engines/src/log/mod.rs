@@ -10,6 +10,8 @@
 //! - [`StageTracker`] follows the boundaries of each rank and resolves what a single line cannot
 //!   say (a draft model's weight load prints the same lines as the target's).
 //! - [`Rules`] is the tiny rule-file grammar for other engines: `stage  literal substring`.
+//! - [`settings`]: the engines' settings lines (SGLang `server_args`, vLLM non-default args and
+//!   engine config): recognised, secrets redacted, bounded and split into journal records.
 //!
 //! Files: `prefix.rs` (prefixes and ranks), `sglang.rs`, `sglang_capture.rs` and `vllm.rs`
 //! (message grammars), `numbers.rs` (number fields), `filter.rs` (prefilter), `vocab.rs`
@@ -32,6 +34,7 @@ mod filter;
 mod numbers;
 mod prefix;
 pub mod rules;
+pub mod settings;
 mod sglang;
 mod sglang_capture;
 mod tracker;

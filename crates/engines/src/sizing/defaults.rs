@@ -8,6 +8,7 @@
 //! `gpu_mem` is MiB as SGLang reads it (`nvidia-smi` minimum over GPUs, as a float). Terms are
 //! added in SGLang's order; all are multiples of 0.5 MB, so the sums are exact in f64.
 
+use super::graphs::resolved_prefill_graph;
 use super::layout::Layout;
 use super::model::VisionDims;
 use super::pyfloat::py_round;
@@ -30,6 +31,16 @@ pub enum Disaggregation {
     Null,
     Prefill,
     Decode,
+}
+
+/// The device platform SGLang runs on (`is_cuda()`, `is_hip()`, `is_npu()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Cuda,
+    /// ROCm (AMD Instinct).
+    Hip,
+    /// Ascend NPU (`--device npu`).
+    Npu,
 }
 
 /// Prefill CUDA-graph backend (0.5.18+ `cuda_graph_config.prefill.backend`).
@@ -66,13 +77,16 @@ pub struct DefaultsInput {
     pub disaggregation: Disaggregation,
     /// Decode CUDA graph on (`--disable-cuda-graph` off).
     pub decode_graph: bool,
-    /// 0.5.18+: prefill graph backend.
-    pub prefill_graph: PrefillGraph,
+    /// The platform: its tiers (NPU) and its prefill-graph rules (`graphs`).
+    pub platform: Platform,
+    /// 0.5.18+: the prefill graph backend when set (a flag, or logged); `None`: SGLang's
+    /// default for the platform and its compatibility rules decide (`graphs`).
+    pub prefill_graph: Option<PrefillGraph>,
     /// 0.5.18+: an explicit prefill graph batch-size list length (else SGLang's generator).
     pub prefill_graph_bs_len: Option<usize>,
-    /// 0.5.12: piecewise CUDA graphs on (`--disable-piecewise-cuda-graph` off, SGLang's
-    /// dataclass default): their token sizes are priced in the reserve.
-    pub piecewise_graph: bool,
+    /// 0.5.12: piecewise CUDA graphs on or off when known (a flag, or logged); `None`: SGLang's
+    /// `_handle_piecewise_cuda_graph` rules decide. When on, their token sizes are priced.
+    pub piecewise_graph: Option<bool>,
     /// 0.5.12: an explicit `len(piecewise_cuda_graph_tokens)` (else SGLang's generator up to
     /// `piecewise_cuda_graph_max_tokens`).
     pub piecewise_tokens_len: Option<usize>,
@@ -112,10 +126,10 @@ impl DefaultsInput {
             speculative_num_draft_tokens: None,
             disaggregation: Disaggregation::Null,
             decode_graph: true,
-            // 0.5.23's CUDA default; for 0.5.18 the default was not confirmed.
-            prefill_graph: PrefillGraph::Breakable,
+            platform: Platform::Cuda,
+            prefill_graph: None,
             prefill_graph_bs_len: None,
-            piecewise_graph: true,
+            piecewise_graph: None,
             piecewise_tokens_len: None,
             mla: false,
             deepep: false,
@@ -136,6 +150,9 @@ pub struct Defaults {
     pub cuda_graph_max_bs: Option<u64>,
     /// 0.5.18+: the prefill graph batch-size count that priced the graph reserve.
     pub prefill_graph_bs_len: Option<usize>,
+    /// The prefill graphs the reserve priced (0.5.12: `TcPiecewise` when piecewise graphs are
+    /// on, else `Disabled`; 0.5.18+: the backend); `None` before 0.5.12.
+    pub prefill_graph: Option<PrefillGraph>,
     /// MB kept for run time (L2+); `None` for L1's table and when `gpu_mem` is unknown.
     pub reserved_mb: Option<f64>,
     /// The fraction before the multimodal adjustment.
@@ -209,19 +226,38 @@ fn l1_defaults(input: &DefaultsInput) -> Defaults {
         chunked_prefill_size: chunked,
         cuda_graph_max_bs: max_bs,
         prefill_graph_bs_len: None,
+        prefill_graph: None,
         reserved_mb: None,
         base_fraction: mfs,
         mem_fraction_static: mfs,
     }
 }
 
+/// 0.5.12+ NPU defaults (`hardware_backend/npu/utils.py::set_default_server_args`, run before
+/// the memory defaults): `(chunked_prefill_size, decode max_bs)` for up to 32 GiB and 64 GiB.
+fn npu_presets(input: &DefaultsInput) -> (Option<i64>, Option<u64>) {
+    let pick = |small: u64, large: u64| if input.tp_size < 4 { small } else { large };
+    match input.gpu_mem_mib {
+        _ if input.platform != Platform::Npu || input.layout < Layout::V0_5_12 => (None, None),
+        Some(m) if m <= 32.0 * 1024.0 => (Some(4096), Some(pick(16, 64))),
+        Some(m) if m <= 64.0 * 1024.0 => (Some(8192), Some(pick(64, 256))),
+        _ => (None, None),
+    }
+}
+
 fn reserved_mb_defaults(input: &DefaultsInput) -> Defaults {
     let layout = input.layout;
     let gpu = input.gpu_mem_mib;
-    let (tier_chunked, tier_bs) = tier(layout, gpu, input.tp_size);
-    let chunked = input.chunked_prefill_size.unwrap_or(tier_chunked);
-    let mut max_bs = input.cuda_graph_max_bs.unwrap_or(tier_bs);
-    if layout == Layout::V0_5_23 && input.cuda_graph_max_bs.is_none() {
+    let (tier_chunked, tier_bs) = tier(layout, input.platform, gpu, input.tp_size);
+    let (npu_chunked, npu_bs) = npu_presets(input);
+    let chunked = input
+        .chunked_prefill_size
+        .or(npu_chunked)
+        .unwrap_or(tier_chunked);
+    let given_bs = input.cuda_graph_max_bs.or(npu_bs);
+    let mut max_bs = given_bs.unwrap_or(tier_bs);
+    let prefill_graph = resolved_prefill_graph(input);
+    if layout == Layout::V0_5_23 && given_bs.is_none() {
         if let Some(mrr) = input.max_running_requests.filter(|m| max_bs > *m) {
             max_bs = mrr;
         }
@@ -248,7 +284,7 @@ fn reserved_mb_defaults(input: &DefaultsInput) -> Defaults {
                 r += mb * dp * 1.5;
             }
         }
-        if layout == Layout::V0_5_12 && input.piecewise_graph {
+        if prefill_graph == Some(PrefillGraph::TcPiecewise) {
             r += if input.mla {
                 1.5 * 1024.0
             } else {
@@ -286,12 +322,13 @@ fn reserved_mb_defaults(input: &DefaultsInput) -> Defaults {
         } else {
             input.max_prefill_tokens.max(2048)
         };
-        let len = prefill_len(input, chunked);
+        let prefill = prefill_graph.unwrap_or(PrefillGraph::Disabled);
+        let len = prefill_len(input, prefill, chunked);
         prefill_bs_len = Some(len);
         let mut r = 512.0;
         r += act as f64 * 1.5;
         r += parallel_mb;
-        r += graph_reserve_mb(input, mb, len);
+        r += graph_reserve_mb(input, prefill, mb, len);
         if above_60g {
             r = f64::max(r, 10.0 * 1024.0);
         }
@@ -325,6 +362,7 @@ fn reserved_mb_defaults(input: &DefaultsInput) -> Defaults {
         chunked_prefill_size: chunked,
         cuda_graph_max_bs: Some(max_bs),
         prefill_graph_bs_len: prefill_bs_len,
+        prefill_graph,
         reserved_mb: gpu.map(|_| reserved),
         base_fraction: base,
         mem_fraction_static: mfs,

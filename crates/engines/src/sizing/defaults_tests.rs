@@ -299,7 +299,7 @@ fn l3_piecewise_graph_is_on_by_default() {
     assert_eq!(sglang_defaults(&i).reserved_mb, Some(4096.0));
     assert_eq!(sglang_defaults(&i).mem_fraction_static, 0.833);
     let mut off = i.clone();
-    off.piecewise_graph = false;
+    off.piecewise_graph = Some(false);
     assert_eq!(sglang_defaults(&off).mem_fraction_static, 0.847);
 }
 
@@ -311,6 +311,42 @@ fn l4a_prefill_graph_not_capped_for_pp() {
     i.pp_size = 2;
     assert_eq!(sglang_defaults(&i).prefill_graph_bs_len, Some(74));
     assert_eq!(sglang_defaults(&i).mem_fraction_static, 0.863);
+    // 0.5.23 turns breakable prefill graphs off for PP > 1 unless they are asked for; asked
+    // for, their max_bs is capped at 8192: 58 sizes.
     i.layout = Layout::V0_5_23;
+    assert_eq!(
+        sglang_defaults(&i).prefill_graph,
+        Some(PrefillGraph::Disabled)
+    );
+    i.prefill_graph = Some(PrefillGraph::Breakable);
     assert_eq!(sglang_defaults(&i).prefill_graph_bs_len, Some(58));
+}
+
+#[test]
+fn npu_tiers_and_presets() {
+    // 0.5.5: Ascend tiers inside the memory defaults, below 32 GiB and below 64 GiB.
+    let mut i = input(Layout::V0_5_5, 24576.0, 1);
+    i.platform = Platform::Npu;
+    let d = sglang_defaults(&i);
+    assert_eq!(
+        (d.chunked_prefill_size, d.cuda_graph_max_bs),
+        (32768, Some(16))
+    );
+    // 0.5.12+: set_default_server_args first, up to 32 GiB and up to 64 GiB (inclusive).
+    for (layout, mib, tp, want) in [
+        (Layout::V0_5_12, 32768.0, 1, (4096, 16)),
+        (Layout::V0_5_18, 65536.0, 8, (8192, 256)),
+        (Layout::V0_5_23, 65536.0, 1, (8192, 64)),
+        (Layout::V0_5_23, 98304.0, 1, (8192, 256)),
+    ] {
+        let mut i = input(layout, mib, tp);
+        i.platform = Platform::Npu;
+        let d = sglang_defaults(&i);
+        assert_eq!(
+            (d.chunked_prefill_size, d.cuda_graph_max_bs),
+            (want.0, Some(want.1)),
+            "{layout} {mib}"
+        );
+        assert_eq!(d.prefill_graph, Some(PrefillGraph::Disabled));
+    }
 }

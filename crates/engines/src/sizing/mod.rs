@@ -62,6 +62,7 @@
 pub mod cell;
 pub mod defaults;
 mod failure;
+pub mod graphs;
 pub mod hybrid;
 pub mod json;
 pub mod layout;

@@ -3,19 +3,23 @@
 //! generator, the graph reserve (`reserve_for_graph_mb`) and the pre-capture activation reserve.
 //! `defaults.rs` adds them up in SGLang's order.
 
-use super::defaults::{DefaultsInput, Disaggregation, PrefillGraph};
+use super::defaults::{DefaultsInput, Disaggregation, Platform, PrefillGraph};
 use super::layout::Layout;
 
-/// SGLang's `(chunked_prefill_size, decode max_bs)` capacity tier (L2+).
-pub(super) fn tier(layout: Layout, gpu: Option<f64>, tp: u64) -> (i64, u64) {
+/// SGLang's `(chunked_prefill_size, decode max_bs)` capacity tier (L2+); 0.5.5 has two Ascend
+/// tiers of its own (below 32 GiB and 64 GiB, each after the CUDA tier below it).
+pub(super) fn tier(layout: Layout, platform: Platform, gpu: Option<f64>, tp: u64) -> (i64, u64) {
     let g = 1024.0;
     let pick = |small: u64, large: u64| if tp < 4 { small } else { large };
+    let npu = platform == Platform::Npu && layout == Layout::V0_5_5;
     match gpu {
         None => (4096, 160),
         Some(m) if m < 20.0 * g => (2048, 8),
+        Some(m) if npu && m < 32.0 * g => (32768, pick(16, 64)),
         Some(m) if m < 35.0 * g && layout == Layout::V0_5_23 => (4096, pick(48, 160)),
         Some(m) if m < 35.0 * g => (2048, pick(24, 80)),
         Some(m) if m < 60.0 * g => (4096, pick(32, 160)),
+        Some(m) if npu && m < 64.0 * g => (32768, pick(64, 128)),
         Some(m) if m < 160.0 * g => (8192, pick(256, 512)),
         Some(_) => (16384, 512),
     }
@@ -74,7 +78,7 @@ pub(super) fn piecewise_len(input: &DefaultsInput, chunked: i64) -> usize {
 /// The prefill graph batch-size count (0.5.18+): explicit, or the generator up to the default
 /// max_bs (chunked size; MLA: 2048 in 0.5.18, `min(8192, ..)` in 0.5.23; 0.5.23 breakable PP at
 /// most 8192; capped by max_total_tokens; llama-2 at 4096).
-pub(super) fn prefill_len(input: &DefaultsInput, chunked: i64) -> usize {
+pub(super) fn prefill_len(input: &DefaultsInput, prefill: PrefillGraph, chunked: i64) -> usize {
     if let Some(n) = input.prefill_graph_bs_len {
         return n;
     }
@@ -84,7 +88,7 @@ pub(super) fn prefill_len(input: &DefaultsInput, chunked: i64) -> usize {
         (true, false) => 2048,
         (false, _) => chunked,
     };
-    if l4 && input.pp_size > 1 && input.prefill_graph == PrefillGraph::Breakable {
+    if l4 && input.pp_size > 1 && prefill == PrefillGraph::Breakable {
         max_bs = max_bs.min(8192);
     }
     if let Some(t) = input.max_total_tokens {
@@ -97,7 +101,12 @@ pub(super) fn prefill_len(input: &DefaultsInput, chunked: i64) -> usize {
 }
 
 /// `reserve_for_graph_mb()` (0.5.18+).
-pub(super) fn graph_reserve_mb(input: &DefaultsInput, max_bs: f64, prefill_bs_len: usize) -> f64 {
+pub(super) fn graph_reserve_mb(
+    input: &DefaultsInput,
+    prefill: PrefillGraph,
+    max_bs: f64,
+    prefill_bs_len: usize,
+) -> f64 {
     let mut r = 0.0;
     if input.disaggregation != Disaggregation::Prefill && input.decode_graph {
         r += max_bs * 2.0;
@@ -109,15 +118,13 @@ pub(super) fn graph_reserve_mb(input: &DefaultsInput, max_bs: f64, prefill_bs_le
             r += max_bs * dp * 1.5;
         }
     }
-    if input.disaggregation != Disaggregation::Decode
-        && input.prefill_graph != PrefillGraph::Disabled
-    {
+    if input.disaggregation != Disaggregation::Decode && prefill != PrefillGraph::Disabled {
         r += if input.mla {
             1.5 * 1024.0
         } else {
             prefill_bs_len as f64 * 8.0
         };
-        if input.prefill_graph == PrefillGraph::Breakable && input.deepep {
+        if prefill == PrefillGraph::Breakable && input.deepep {
             r += 1024.0;
         }
     }

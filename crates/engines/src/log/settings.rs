@@ -1,0 +1,520 @@
+//! Engine settings lines: what the engine resolved at startup, kept by the journal as records of
+//! their own (never stage changes), so that a run alone knows the settings its sizing used.
+//!
+//! Three lines are kept, found by [`detect`]:
+//! - SGLang's `server_args=ServerArgs(model_path='…', mem_fraction_static=0.905, …)`, the
+//!   dataclass repr (3–11 KiB in 0.4.x–0.5.x);
+//! - vLLM's `non-default args: {'model': '…', 'gpu_memory_utilization': 0.5, …}`;
+//! - vLLM's engine config, `Initializing a V1 LLM engine (v0.26.0) with config: model='…', …`
+//!   (older: `Initializing an LLM engine (v0.6.3) …`, `Initializing a V0 LLM engine (v0.7.2) …`).
+//!
+//! Before a line is written, [`redact`] replaces secrets (values of `api_key`, `admin_api_key`,
+//! `hf_token`, `*_token`, `*secret*`, `*password*`, … and token-shaped or credential-bearing
+//! values anywhere) by `<redacted>`; [`model_path`] names the model folder, which the tap writes
+//! as a [`SettingsKind::ModelPath`] record of its own.
+//!
+//! Size: a line is kept up to [`MAX_LINE`] bytes and written as [`encode`]d parts of at most
+//! [`PART_BYTES`] (the journal keeps 8 KiB of text per record). Past [`MAX_LINE`] the line is cut
+//! at a character boundary and its last part says `cut`; a reader ([`Assembler`]) returns it
+//! with `cut` set, and the settings parsers keep only the complete `key=value` pairs before it.
+//!
+//! Record text: `<kind> <part>/<parts>[ cut]\n<text of that part>`.
+
+/// Bytes of one settings line kept (64 KiB; SGLang's longest `server_args` seen is ~11 KiB).
+pub const MAX_LINE: usize = 64 * 1024;
+/// Text bytes per record (below the journal's 8 KiB text bound, with room for the part header).
+pub const PART_BYTES: usize = 7 * 1024;
+/// The markers are looked for in the first bytes of a line only (prefixes are short).
+const MARKER_WINDOW: usize = 1024;
+/// What a secret is replaced by.
+pub const REDACTED: &str = "<redacted>";
+
+/// Which settings record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SettingsKind {
+    /// SGLang's `server_args=ServerArgs(...)` line.
+    SglangServerArgs,
+    /// vLLM's `non-default args: {...}` line.
+    VllmNonDefaultArgs,
+    /// vLLM's `Initializing a … LLM engine (v…) with config: …` line.
+    VllmEngineConfig,
+    /// The model folder one of the lines names (absolute when the tap could resolve it).
+    ModelPath,
+}
+
+impl SettingsKind {
+    /// Every kind.
+    pub const ALL: [SettingsKind; 4] = [
+        SettingsKind::SglangServerArgs,
+        SettingsKind::VllmNonDefaultArgs,
+        SettingsKind::VllmEngineConfig,
+        SettingsKind::ModelPath,
+    ];
+
+    /// The word in the record header.
+    pub fn name(self) -> &'static str {
+        match self {
+            SettingsKind::SglangServerArgs => "sglang_server_args",
+            SettingsKind::VllmNonDefaultArgs => "vllm_non_default_args",
+            SettingsKind::VllmEngineConfig => "vllm_engine_config",
+            SettingsKind::ModelPath => "model_path",
+        }
+    }
+
+    /// The kind named `s`.
+    pub fn from_name(s: &str) -> Option<SettingsKind> {
+        SettingsKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The settings line `line` is (its marker within the first KiB), if any. Partial lines work
+/// as soon as the marker has arrived.
+pub fn detect(line: &[u8]) -> Option<SettingsKind> {
+    let head = &line[..line.len().min(MARKER_WINDOW)];
+    if find(head, b"server_args=ServerArgs(").is_some() {
+        return Some(SettingsKind::SglangServerArgs);
+    }
+    if find(head, b"non-default args: {").is_some() {
+        return Some(SettingsKind::VllmNonDefaultArgs);
+    }
+    let engine = find(head, b" LLM engine (v")?;
+    let before = &head[..engine];
+    let opening = before.ends_with(b"Initializing an")
+        || before.ends_with(b"Initializing a V1")
+        || before.ends_with(b"Initializing a V0");
+    (opening && find(&head[engine..], b") with config: ").is_some())
+        .then_some(SettingsKind::VllmEngineConfig)
+}
+
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+/// Whether a setting named `key` holds a secret: a `token`, `secret`, `password`, … word in
+/// it, or `key` after `api`, `access`, `private`, … (`api_key`, `admin_api_key`, `hf_token`,
+/// `ssl_keyfile_password`). `max_total_tokens` or `tokenizer_path` are not secrets.
+pub fn is_secret_key(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let words: Vec<&str> = lower
+        .split(['_', '-', '.'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    const SECRET_WORDS: &[&str] = &[
+        "token",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "passphrase",
+        "credential",
+        "credentials",
+        "apikey",
+        "authorization",
+        "cookie",
+    ];
+    const KEY_OWNERS: &[&str] = &[
+        "api",
+        "access",
+        "private",
+        "secret",
+        "signing",
+        "encryption",
+    ];
+    words.iter().any(|w| SECRET_WORDS.contains(w))
+        || words
+            .windows(2)
+            .any(|p| KEY_OWNERS.contains(&p[0]) && (p[1] == "key" || p[1] == "keys"))
+}
+
+/// Where the value starting at `at` ends, and the part to replace: `(end, replace_from,
+/// replace_to)`. A quoted value keeps its quotes; a bare value ends at a `,`, `)`, `]`, `}` or
+/// `>` outside brackets and quotes.
+fn value_span(b: &[u8], at: usize) -> (usize, usize, usize) {
+    if let Some(&q) = b.get(at).filter(|q| **q == b'\'' || **q == b'"') {
+        let mut i = at + 1;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                c if c == q => return (i + 1, at + 1, i),
+                _ => i += 1,
+            }
+        }
+        // Unclosed (a cut line): everything after the quote.
+        return (b.len(), at + 1, b.len());
+    }
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut i = at;
+    while i < b.len() {
+        let c = b[i];
+        if let Some(q) = quote {
+            if c == b'\\' {
+                i += 1;
+            } else if c == q {
+                quote = None;
+            }
+        } else {
+            match c {
+                b'\'' | b'"' => quote = Some(c),
+                b'(' | b'[' | b'{' | b'<' => depth += 1,
+                b')' | b']' | b'}' | b'>' if depth > 0 => depth -= 1,
+                b',' | b')' | b']' | b'}' | b'>' if depth == 0 => break,
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    let end = i.min(b.len());
+    // Trailing spaces stay (", " separators).
+    let mut to = end;
+    while to > at && b[to - 1] == b' ' {
+        to -= 1;
+    }
+    (end, at, to)
+}
+
+/// `line` with every secret replaced by [`REDACTED`]: the values of secret-named keys in
+/// `key=value`, `'key': value` and `"key": value` form (quoted values keep their quotes; `None`
+/// and empty strings are kept), then Hugging Face / OpenAI-style tokens and the password part of
+/// URLs anywhere.
+pub fn redact(line: &str) -> String {
+    let b = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if !is_key_byte(b[i]) || (i > 0 && is_key_byte(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && is_key_byte(b[i]) {
+            i += 1;
+        }
+        let key_end = i;
+        let mut k = key_end;
+        if start > 0 && matches!(b[start - 1], b'\'' | b'"') && b.get(k) == Some(&b[start - 1]) {
+            k += 1;
+        }
+        while b.get(k) == Some(&b' ') {
+            k += 1;
+        }
+        if !matches!(b.get(k), Some(b'=' | b':')) || !is_secret_key(&line[start..key_end]) {
+            continue;
+        }
+        k += 1;
+        while b.get(k) == Some(&b' ') {
+            k += 1;
+        }
+        let (end, from, to) = value_span(b, k);
+        let value = &line[from..to];
+        if !value.is_empty() && value != "None" {
+            out.push_str(&line[copied..from]);
+            out.push_str(REDACTED);
+            copied = to;
+        }
+        i = end.max(key_end);
+    }
+    out.push_str(&line[copied..]);
+    redact_shapes(&out)
+}
+
+/// Token-shaped values (`hf_…`, `sk-…`, `ghp_…` of 20+ characters) and URL passwords
+/// (`scheme://user:password@`) anywhere in `s`.
+fn redact_shapes(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut copied = 0;
+    let mut i = 0;
+    let tok = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+    while i < b.len() {
+        let boundary = i == 0 || !tok(b[i - 1]);
+        let prefix = [&b"hf_"[..], b"sk-", b"ghp_", b"github_pat_"]
+            .into_iter()
+            .find(|p| boundary && b[i..].starts_with(p));
+        if let Some(p) = prefix {
+            let mut j = i + p.len();
+            while j < b.len() && tok(b[j]) {
+                j += 1;
+            }
+            if j - i - p.len() >= 20 {
+                out.push_str(&s[copied..i]);
+                out.push_str(REDACTED);
+                copied = j;
+            }
+            i = j;
+            continue;
+        }
+        if b[i..].starts_with(b"://") {
+            let from = i + 3;
+            let mut j = from;
+            let mut colon = None;
+            while j < b.len() && !matches!(b[j], b'/' | b'@' | b'\'' | b'"' | b' ' | b',') {
+                if b[j] == b':' && colon.is_none() {
+                    colon = Some(j);
+                }
+                j += 1;
+            }
+            if let (Some(c), Some(b'@')) = (colon, b.get(j)) {
+                if c + 1 < j {
+                    out.push_str(&s[copied..c + 1]);
+                    out.push_str(REDACTED);
+                    copied = j;
+                }
+            }
+            i = j.max(from);
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&s[copied..]);
+    out
+}
+
+/// A command line (arguments separated by NUL, as `/proc/self/cmdline` holds it) with the value
+/// of every secret-named flag (`--api-key X`, `--hf-token=X`, …) and every token-shaped argument
+/// replaced by [`REDACTED`].
+pub fn redact_cmdline(cmdline: &str) -> String {
+    let args: Vec<&str> = cmdline.split('\0').collect();
+    let mut out: Vec<String> = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for a in args {
+        if hide_next && !a.starts_with("--") {
+            out.push(REDACTED.to_string());
+            hide_next = false;
+            continue;
+        }
+        hide_next = false;
+        let flag = a.strip_prefix("--").or_else(|| a.strip_prefix('-'));
+        match flag.map(|f| f.split_once('=')) {
+            Some(Some((name, v))) if is_secret_key(name) && !v.is_empty() => {
+                out.push(format!("{}={REDACTED}", &a[..a.len() - v.len() - 1]));
+            }
+            Some(None) if is_secret_key(flag.unwrap_or("")) => {
+                hide_next = true;
+                out.push(a.to_string());
+            }
+            _ => out.push(redact_shapes(a)),
+        }
+    }
+    out.join("\0")
+}
+
+/// The value of environment variable `key` as a journal may keep it: [`REDACTED`] when the
+/// name says it holds a secret (`VLLM_API_KEY`, `HF_TOKEN`), else with token shapes redacted.
+pub fn redact_env(key: &str, value: &str) -> String {
+    if is_secret_key(key) && !value.is_empty() {
+        REDACTED.to_string()
+    } else {
+        redact_shapes(value)
+    }
+}
+
+/// The quoted string after `key` + `sep` (`model_path=`, `'model': `), unescaped: the first
+/// occurrence whose key is not the tail of a longer name.
+fn quoted_after(line: &str, key: &str, sep: &str) -> Option<String> {
+    let b = line.as_bytes();
+    let pat = format!("{key}{sep}");
+    let mut from = 0;
+    while let Some(off) = line[from..].find(&pat) {
+        let at = from + off;
+        from = at + 1;
+        let pre = key.as_bytes().first().copied().unwrap_or(b'x');
+        if at > 0 && is_key_byte(b[at - 1]) && is_key_byte(pre) {
+            continue;
+        }
+        let v = at + pat.len();
+        let q = *b.get(v)?;
+        if q != b'\'' && q != b'"' {
+            return None;
+        }
+        let mut text = String::new();
+        let mut chars = line[v + 1..].chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => text.push(chars.next()?),
+                c if c as u32 == q as u32 => return Some(text),
+                c => text.push(c),
+            }
+        }
+        return None; // unclosed: the line was cut inside the path
+    }
+    None
+}
+
+/// The model folder (or hub id) a settings line names: `model_path=` (SGLang), `model=`
+/// (vLLM engine config), `'model':` / `'model_tag':` (vLLM non-default args).
+pub fn model_path(kind: SettingsKind, line: &str) -> Option<String> {
+    let path = match kind {
+        SettingsKind::SglangServerArgs => {
+            let at = line.find("server_args=ServerArgs(")?;
+            quoted_after(&line[at..], "model_path", "=")
+        }
+        SettingsKind::VllmEngineConfig => {
+            let at = line.find(") with config: ")?;
+            quoted_after(&line[at..], " model", "=")
+        }
+        SettingsKind::VllmNonDefaultArgs => {
+            quoted_after(line, "'model'", ": ").or_else(|| quoted_after(line, "'model_tag'", ": "))
+        }
+        SettingsKind::ModelPath => Some(line.to_string()),
+    }?;
+    (!path.is_empty()).then_some(path)
+}
+
+fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut i = at.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The record texts for one settings line (already redacted): at most [`MAX_LINE`] bytes in
+/// parts of at most [`PART_BYTES`], each with its header.
+pub fn encode(kind: SettingsKind, line: &str) -> Vec<String> {
+    let cut = line.len() > MAX_LINE;
+    let kept = &line[..floor_char_boundary(line, MAX_LINE)];
+    let mut chunks = Vec::new();
+    let mut rest = kept;
+    while !rest.is_empty() || chunks.is_empty() {
+        let n = floor_char_boundary(rest, PART_BYTES);
+        let n = if n == 0 { rest.len() } else { n };
+        chunks.push(&rest[..n]);
+        rest = &rest[n..];
+    }
+    let count = chunks.len();
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mark = if cut && i + 1 == count { " cut" } else { "" };
+            format!("{} {}/{count}{mark}\n{c}", kind.name(), i + 1)
+        })
+        .collect()
+}
+
+/// One decoded part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part<'a> {
+    pub kind: SettingsKind,
+    /// 1-based.
+    pub index: usize,
+    pub count: usize,
+    /// The line was longer than [`MAX_LINE`] (last part only).
+    pub cut: bool,
+    pub text: &'a str,
+}
+
+/// Reads one record text; `None` when it is not a settings part.
+pub fn decode_part(record: &str) -> Option<Part<'_>> {
+    let (head, text) = record.split_once('\n').unwrap_or((record, ""));
+    let mut words = head.split(' ');
+    let kind = SettingsKind::from_name(words.next()?)?;
+    let (i, n) = words.next()?.split_once('/')?;
+    let (index, count): (usize, usize) = (i.parse().ok()?, n.parse().ok()?);
+    let cut = match words.next() {
+        None => false,
+        Some("cut") => true,
+        Some(_) => return None,
+    };
+    (index >= 1 && index <= count && words.next().is_none()).then_some(Part {
+        kind,
+        index,
+        count,
+        cut,
+        text,
+    })
+}
+
+/// A settings line put back together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assembled {
+    pub kind: SettingsKind,
+    pub line: String,
+    /// Longer than [`MAX_LINE`] when printed: only its start was kept.
+    pub cut: bool,
+    /// Parts were missing (a torn journal): what arrived, in order.
+    pub incomplete: bool,
+}
+
+/// A line whose parts are still arriving.
+#[derive(Debug)]
+struct Pending {
+    kind: SettingsKind,
+    next: usize,
+    count: usize,
+    text: String,
+    incomplete: bool,
+}
+
+impl Pending {
+    fn done(self, cut: bool) -> Assembled {
+        Assembled {
+            kind: self.kind,
+            line: self.text,
+            cut,
+            incomplete: self.incomplete,
+        }
+    }
+}
+
+/// Joins the parts of one journal's settings records, in journal order.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    pending: Option<Pending>,
+}
+
+impl Assembler {
+    /// Takes one record text; returns the lines it completes. A line missing a part (a torn
+    /// journal) comes out marked `incomplete` with what did arrive.
+    pub fn push(&mut self, record: &str) -> Vec<Assembled> {
+        let mut out = Vec::new();
+        let Some(p) = decode_part(record) else {
+            return out;
+        };
+        let continues = self
+            .pending
+            .as_ref()
+            .is_some_and(|q| q.kind == p.kind && q.next == p.index && q.count == p.count);
+        if !continues {
+            out.extend(self.finish());
+            self.pending = Some(Pending {
+                kind: p.kind,
+                next: p.index,
+                count: p.count,
+                text: String::new(),
+                incomplete: p.index != 1,
+            });
+        }
+        if let Some(q) = self.pending.as_mut() {
+            q.text.push_str(p.text);
+            q.next += 1;
+        }
+        if p.index == p.count {
+            if let Some(q) = self.pending.take() {
+                out.push(q.done(p.cut));
+            }
+        }
+        out
+    }
+
+    /// The line still waiting for parts, if any (call at the end of a journal).
+    pub fn finish(&mut self) -> Option<Assembled> {
+        self.pending.take().map(|mut q| {
+            q.incomplete = true;
+            q.done(false)
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "settings_tests.rs"]
+mod tests;

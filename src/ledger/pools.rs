@@ -1,0 +1,420 @@
+//! PyTorch's memory pools in one process: bytes per pool id, and the cross-check against
+//! torch's own allocator snapshot.
+//!
+//! The shim tags each segment PyTorch's allocator makes inside a pool window with the pool id
+//! the Python hook reported (`torch_graph_pool`); everything else PyTorch makes is its default
+//! pool (`torch`, id 0,0). A capture whose pool was not known when it began names it at its
+//! end, so the journal is read twice: first the names, then the bytes. Graph-pool memory tagged
+//! only by the stream-capture rule (no hook) has no id: [`PoolKey::Unknown`].
+//!
+//! When the hook wrote torch's snapshot (`torch_segment` records, at exit), every segment torch
+//! lists is looked up in the books by address range, and so is every live block the books
+//! give PyTorch: a segment the books own differently, with another pool or size, or a block
+//! torch does not list, is a [`Mismatch`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use vramledger_format::record::flags;
+use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner, POOL_UNKNOWN};
+
+use crate::journal::Journal;
+
+/// Which pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PoolKey {
+    /// torch's default pool (0, 0).
+    Default,
+    /// A private pool.
+    Id(u64, u64),
+    /// A graph pool whose id nothing told (the stream-capture rule alone).
+    Unknown,
+}
+
+impl PoolKey {
+    /// `a,b` as torch's snapshot writes it (`?` when unknown).
+    pub fn label(self) -> String {
+        match self {
+            PoolKey::Default => "0,0".into(),
+            PoolKey::Id(a, b) => format!("{a},{b}"),
+            PoolKey::Unknown => "?".into(),
+        }
+    }
+
+    fn of_torch(a: u64, b: u64) -> PoolKey {
+        if a == 0 && b == 0 {
+            PoolKey::Default
+        } else {
+            PoolKey::Id(a, b)
+        }
+    }
+}
+
+/// One pool on one device.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PoolRow {
+    pub device: i32,
+    pub key: Option<PoolKey>,
+    /// Bytes the books hold in it at the end, and their peak.
+    pub live: i64,
+    pub peak: i64,
+    /// Live allocations (segments, or VMM handles of expandable segments) at the end.
+    pub blocks: u64,
+    /// What torch's last snapshot says: bytes and segments.
+    pub torch_bytes: Option<u64>,
+    pub torch_segments: Option<u64>,
+}
+
+impl PoolRow {
+    /// The pool (never `None` in rows [`replay`] returns).
+    pub fn pool(&self) -> PoolKey {
+        self.key.unwrap_or(PoolKey::Unknown)
+    }
+}
+
+/// A disagreement between torch's snapshot and the books.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    pub device: i32,
+    pub address: u64,
+    pub bytes: u64,
+    /// torch's pool for the range (`None`: torch does not list it).
+    pub torch_pool: Option<PoolKey>,
+    /// The books: owner, pool (for PyTorch's owners) and module of what they hold there, and
+    /// how many bytes (`None`: the books hold nothing there).
+    pub books_owner: Option<Owner>,
+    pub books_pool: Option<PoolKey>,
+    pub books_bytes: u64,
+    pub module: String,
+}
+
+/// torch's snapshot against the books.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotCheck {
+    /// The snapshot's number in the process (the last one is checked).
+    pub snapshot: u64,
+    pub t_ns: u64,
+    pub segments: u64,
+    pub bytes: u64,
+    /// Segments of a private pool made by a pluggable allocator (owned by its module).
+    pub pluggable: u64,
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl SnapshotCheck {
+    pub fn agree(&self) -> bool {
+        self.mismatches.is_empty()
+    }
+}
+
+/// The pools of one process.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TorchPools {
+    /// torch's version, when the Python hooks were installed in this process.
+    pub hooks: Option<String>,
+    /// Pool windows the hooks reported.
+    pub windows: u64,
+    pub rows: Vec<PoolRow>,
+    pub check: Option<SnapshotCheck>,
+}
+
+impl TorchPools {
+    /// Anything to say beyond the owner columns: hooks, pool ids, or a snapshot.
+    pub fn has_news(&self) -> bool {
+        self.hooks.is_some()
+            || self.check.is_some()
+            || self
+                .rows
+                .iter()
+                .any(|r| matches!(r.key, Some(PoolKey::Id(..))))
+    }
+}
+
+/// Bytes as a signed amount (sizes past i64::MAX exist only in damaged journals).
+fn signed(v: u64) -> i64 {
+    v.min(i64::MAX as u64) as i64
+}
+
+fn torchs(owner: Owner) -> bool {
+    matches!(owner, Owner::Torch | Owner::TorchGraphPool)
+}
+
+/// The pools that captures named only at their end: window serial → pool id (from the
+/// journal's `pool_end` records). With [`pool_of`], what any output needs to show pool ids.
+pub fn capture_pools(j: &Journal) -> HashMap<u64, (u64, u64)> {
+    j.events
+        .iter()
+        .filter(|e| e.kind() == Some(Kind::PoolEnd) && e.handle != 0 && e.arg0 != POOL_UNKNOWN)
+        .map(|e| (e.handle, (e.arg0, e.arg1)))
+        .collect()
+}
+
+/// The pool of an allocation record by PyTorch (`torch` or `torch_graph_pool`), given
+/// [`capture_pools`].
+pub fn pool_of(e: &Event, named: &HashMap<u64, (u64, u64)>) -> PoolKey {
+    if e.owner() == Owner::Torch {
+        return PoolKey::Default;
+    }
+    if let Some((a, b)) = e.torch_pool() {
+        return PoolKey::of_torch(a, b);
+    }
+    if e.flags & flags::TORCH_POOL_PENDING != 0 {
+        if let Some(&(a, b)) = named.get(&e.arg1) {
+            return PoolKey::of_torch(a, b);
+        }
+    }
+    PoolKey::Unknown
+}
+
+#[derive(Clone)]
+struct Piece {
+    device: i32,
+    size: u64,
+    owner: Owner,
+    key: PoolKey,
+    module: u32,
+}
+
+#[derive(Default)]
+struct Pass {
+    books: LiveBooks,
+    blocks: HashMap<u64, Piece>,
+    handles: HashMap<u64, Piece>,
+    maps: BTreeMap<u64, (u64, u64)>,
+    held: BTreeMap<(i32, PoolKey), (i64, i64, u64)>,
+}
+
+impl Pass {
+    fn moved(&mut self, p: &Piece, bytes: i64) {
+        let slot = self.held.entry((p.device, p.key)).or_default();
+        slot.0 = slot.0.saturating_add(bytes);
+        slot.1 = slot.1.max(slot.0);
+        slot.2 = if bytes > 0 {
+            slot.2.saturating_add(1)
+        } else {
+            slot.2.saturating_sub(1)
+        };
+    }
+
+    fn apply(&mut self, e: &Event, named: &HashMap<u64, (u64, u64)>) {
+        let kind = e.kind();
+        let delta = self.books.apply(e);
+        if e.result != 0 {
+            return;
+        }
+        let piece = |e: &Event| Piece {
+            device: e.device,
+            size: e.size,
+            owner: e.owner(),
+            key: pool_of(e, named),
+            module: e.module,
+        };
+        match kind {
+            Some(Kind::Alloc) if delta.is_some() && e.mem() == MemKind::Device => {
+                let p = piece(e);
+                if torchs(p.owner) {
+                    self.moved(&p, signed(p.size));
+                }
+                if let Some(old) = self.blocks.insert(e.addr, p) {
+                    if torchs(old.owner) {
+                        self.moved(&old, -signed(old.size));
+                    }
+                }
+            }
+            Some(Kind::Free) => {
+                if let Some(old) = self.blocks.remove(&e.addr) {
+                    if torchs(old.owner) && delta.is_some() {
+                        self.moved(&old, -signed(old.size));
+                    }
+                }
+            }
+            Some(Kind::VmmCreate) if e.mem() == MemKind::Device && e.handle != 0 => {
+                let p = piece(e);
+                if torchs(p.owner) {
+                    self.moved(&p, signed(p.size));
+                }
+                self.handles.insert(e.handle, p);
+            }
+            Some(Kind::VmmMap) => {
+                self.maps.insert(e.addr, (e.handle, e.size));
+            }
+            _ => {}
+        }
+        // A handle's memory is gone when the books say so (its last release or unmap).
+        let candidates: Vec<u64> = match kind {
+            Some(Kind::VmmRelease) => vec![e.handle],
+            Some(Kind::VmmUnmap) => {
+                let end = e.addr.saturating_add(e.size.max(1));
+                let gone: Vec<u64> = self.maps.range(e.addr..end).map(|(&a, _)| a).collect();
+                gone.iter()
+                    .filter_map(|a| self.maps.remove(a).map(|(h, _)| h))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        for h in candidates {
+            if self.books.handle_info(h).is_some() {
+                continue;
+            }
+            if let Some(p) = self.handles.remove(&h) {
+                if torchs(p.owner) {
+                    self.moved(&p, -(signed(p.size)));
+                }
+            }
+        }
+    }
+
+    /// Device memory with an address, now: (address, bytes, piece).
+    fn pieces(&self) -> BTreeMap<u64, (u64, Piece)> {
+        let mut out: BTreeMap<u64, (u64, Piece)> = BTreeMap::new();
+        for (&a, p) in &self.blocks {
+            out.insert(a, (p.size, p.clone()));
+        }
+        for (&a, &(h, size)) in &self.maps {
+            if let Some(p) = self.handles.get(&h) {
+                out.insert(a, (size, p.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// One torch snapshot: (device, address, bytes, pool).
+type Segments = Vec<(i32, u64, u64, PoolKey)>;
+
+fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> SnapshotCheck {
+    let pieces = pass.pieces();
+    let mut plugged = 0u64;
+    let mut covered: Vec<u64> = Vec::new();
+    let mut mismatches = Vec::new();
+    for &(device, addr, size, pool) in segs {
+        let inside: Vec<(&u64, &(u64, Piece))> =
+            pieces.range(addr..addr.saturating_add(size)).collect();
+        let held = inside
+            .iter()
+            .fold(0u64, |a, (_, (s, _))| a.saturating_add(*s));
+        covered.extend(inside.iter().map(|(a, _)| **a));
+        let first = inside.first().map(|(_, (_, p))| p);
+        let here = |p: &Piece| p.device == device || device < 0;
+        let agree = held == size
+            && inside
+                .iter()
+                .all(|(_, (_, p))| torchs(p.owner) && p.key == pool && here(p));
+        // A MemPool with a pluggable allocator (NCCL's, vLLM's cumem): torch lists the
+        // segment in its pool, the allocator's own module made it.
+        let pluggable = held == size
+            && pool != PoolKey::Default
+            && !inside.is_empty()
+            && inside.iter().all(|(_, (_, p))| !torchs(p.owner) && here(p));
+        if pluggable {
+            plugged += 1;
+        } else if !agree {
+            mismatches.push(Mismatch {
+                device,
+                address: addr,
+                bytes: size,
+                torch_pool: Some(pool),
+                books_owner: first.map(|p| p.owner),
+                books_pool: first.filter(|p| torchs(p.owner)).map(|p| p.key),
+                books_bytes: held,
+                module: first.map_or_else(String::new, |p| j.module_name(p.module).to_string()),
+            });
+        }
+    }
+    covered.sort_unstable();
+    for (&a, (size, p)) in &pieces {
+        if torchs(p.owner) && covered.binary_search(&a).is_err() {
+            mismatches.push(Mismatch {
+                device: p.device,
+                address: a,
+                bytes: *size,
+                torch_pool: None,
+                books_owner: Some(p.owner),
+                books_pool: Some(p.key),
+                books_bytes: *size,
+                module: j.module_name(p.module).to_string(),
+            });
+        }
+    }
+    SnapshotCheck {
+        snapshot: snap,
+        t_ns,
+        segments: segs.len() as u64,
+        bytes: segs.iter().fold(0u64, |a, s| a.saturating_add(s.2)),
+        pluggable: plugged,
+        mismatches,
+    }
+}
+
+/// Replays one journal's pools.
+pub fn replay(j: &Journal) -> TorchPools {
+    // First pass: capture pools named at their end, hooks, and torch's snapshots.
+    let named = capture_pools(j);
+    let mut out = TorchPools::default();
+    let mut last_snapshot: Option<(u64, usize)> = None; // (number, index of its first record)
+    for (i, e) in j.events.iter().enumerate() {
+        match e.kind() {
+            Some(Kind::PoolBegin) => out.windows += 1,
+            Some(Kind::PoolHooks) => out.hooks = Some(e.text.clone()),
+            Some(Kind::TorchSegment) if last_snapshot.is_none_or(|(n, _)| n != e.handle) => {
+                last_snapshot = Some((e.handle, i));
+            }
+            _ => {}
+        }
+    }
+    // Second pass: bytes per pool, and the books at the last snapshot.
+    let mut pass = Pass::default();
+    let mut torch_side: BTreeMap<(i32, PoolKey), (u64, u64)> = BTreeMap::new();
+    for (i, e) in j.events.iter().enumerate() {
+        if let Some((snap, first)) = last_snapshot {
+            if i == first {
+                let segs: Segments = j.events[i..]
+                    .iter()
+                    .take_while(|s| s.kind() == Some(Kind::TorchSegment) && s.handle == snap)
+                    .map(|s| (s.device, s.addr, s.size, PoolKey::of_torch(s.arg0, s.arg1)))
+                    .collect();
+                for &(d, _, size, pool) in &segs {
+                    let t = torch_side.entry((d, pool)).or_default();
+                    t.0 = t.0.saturating_add(size);
+                    t.1 = t.1.saturating_add(1);
+                }
+                out.check = Some(check(&pass, j, snap, e.t_ns, &segs));
+            }
+        }
+        pass.apply(e, &named);
+    }
+    let mut rows: BTreeMap<(i32, PoolKey), PoolRow> = BTreeMap::new();
+    for (&(device, key), &(live, peak, blocks)) in &pass.held {
+        rows.insert(
+            (device, key),
+            PoolRow {
+                device,
+                key: Some(key),
+                live,
+                peak,
+                blocks,
+                ..PoolRow::default()
+            },
+        );
+    }
+    for (&(device, key), &(bytes, segments)) in &torch_side {
+        let r = rows.entry((device, key)).or_insert_with(|| PoolRow {
+            device,
+            key: Some(key),
+            ..PoolRow::default()
+        });
+        r.torch_bytes = Some(bytes);
+        r.torch_segments = Some(segments);
+    }
+    if out.check.is_some() {
+        for r in rows.values_mut() {
+            r.torch_bytes.get_or_insert(0);
+            r.torch_segments.get_or_insert(0);
+        }
+    }
+    out.rows = rows.into_values().collect();
+    out
+}
+
+#[cfg(test)]
+#[path = "pools_tests.rs"]
+mod tests;
