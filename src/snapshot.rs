@@ -163,6 +163,9 @@ pub struct Item {
     pub t_ns: u64,
     /// For `vmm`: where the handle is mapped now.
     pub mappings: Vec<Mapping>,
+    /// PyTorch's pool id of `torch` and `torch_graph_pool` memory when the journal records it
+    /// (the Python hooks; `(0, 0)` for the default pool); `None` when it does not say.
+    pub pool: Option<(u64, u64)>,
 }
 
 /// One virtual address reservation (never VRAM).

@@ -950,6 +950,15 @@ fn memory_viz_gives_each_capture_its_private_pool_id() {
         .alloc(T, 32 * MIB, Owner::TorchGraphPool, 1)
         .alloc(C, 16 * MIB, Owner::TorchGraphPool, 1)
         .capture(Kind::CaptureEnd, 5);
+    // A segment whose pool PyTorch's hooks told the shim: that id, capture window or not.
+    let mut told = r.ev(Kind::Alloc, Api::cuMemAlloc_v2);
+    told.addr = NCCL_VA;
+    told.size = 8 * MIB;
+    told.owner = Owner::TorchGraphPool as u8;
+    told.module = 1;
+    told.flags |= vramledger_format::record::flags::TORCH_POOL;
+    (told.arg1, told.arg2) = (0, 7);
+    r.put(told);
     r.write(&d.join("a.vlj"));
     let v = memory_viz(&d, &[], &d.join("s.pickle"));
     let pools: Vec<(u64, Value)> = v["segments"]
@@ -964,6 +973,7 @@ fn memory_viz_gives_each_capture_its_private_pool_id() {
             (A, json!([0, 0])),
             (T, json!([2, 0])),
             (G, json!([1, 0])),
+            (NCCL_VA, json!([0, 7])),
             (C, json!([2, 0])),
         ]
     );

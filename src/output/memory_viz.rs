@@ -7,9 +7,10 @@
 //!   allocation at its address, or a VMM handle at each of its mappings (`is_expandable`
 //!   true); each holds exactly one `active_allocated` block of its own size, so blocks tile
 //!   their segment.
-//!   `segment_pool_id` is PyTorch's: `(0, 0)` for the default pool, `(k, 0)` for memory taken
-//!   inside the k-th stream capture of the process (a CUDA-graph private pool; captures that
-//!   share one pool in the program still get one id each: the journal cannot tell).
+//!   `segment_pool_id` is PyTorch's: the id the journal records (the Python hooks tell the
+//!   shim each private pool), else `(0, 0)` for the default pool and `(k, 0)` for graph-pool
+//!   memory taken inside the k-th stream capture of the process (without the hooks, captures
+//!   that share one pool in the program get one id each: the journal cannot tell).
 //! - `device_traces[d]`: the history up to the point: `segment_alloc` + `alloc` for an
 //!   allocation or a VMM mapping, `free_requested` + `free_completed` + `segment_free` for
 //!   its free or unmap (a free is synchronous for the driver: the viewer folds the pair into
@@ -152,24 +153,29 @@ struct Segment<'a> {
     expandable: bool,
     owner: Owner,
     module: &'a str,
-    /// PyTorch's `segment_pool_id`.
+    /// PyTorch's `segment_pool_id`, when the journal records it.
+    recorded_pool: Option<(u64, u64)>,
+    /// The one written (see [`pool_id`]).
     pool: (u64, u64),
 }
 
-/// The pool id of a segment at `addr`: `(k, 0)` for torch memory taken inside the k-th
-/// capture window, else `(0, 0)`.
+/// The pool id of a segment: the one the journal records (PyTorch's own, from the Python
+/// hooks), else for graph-pool memory `(k, 0)` for the k-th capture window it was taken in,
+/// else `(0, 0)`.
 fn pool_id(
     ps: &ProcessSnapshot,
     d: &DeviceSnapshot,
     made_at: &BTreeMap<u64, usize>,
-    addr: u64,
-    owner: Owner,
+    s: &Segment,
 ) -> (u64, u64) {
-    if owner != Owner::TorchGraphPool {
+    if let Some(p) = s.recorded_pool {
+        return p;
+    }
+    if s.owner != Owner::TorchGraphPool {
         return (0, 0);
     }
     made_at
-        .get(&addr)
+        .get(&s.addr)
         .and_then(|&i| ps.capture_at(d.device, i))
         .map_or((0, 0), |k| (k as u64, 0))
 }
@@ -201,6 +207,7 @@ fn segments(d: &DeviceSnapshot) -> impl Iterator<Item = Segment<'_>> + '_ {
                 expandable: false,
                 owner: it.owner,
                 module: &it.module,
+                recorded_pool: it.pool,
                 pool: (0, 0),
             }),
             _ => None,
@@ -215,6 +222,7 @@ fn segments(d: &DeviceSnapshot) -> impl Iterator<Item = Segment<'_>> + '_ {
                 expandable: true,
                 owner: it.owner,
                 module: &it.module,
+                recorded_pool: it.pool,
                 pool: (0, 0),
             });
         one.into_iter().chain(mapped)
@@ -303,7 +311,7 @@ pub fn render(s: &Snapshot) -> (Vec<u8>, Vec<String>) {
     {
         let made = made_at(d);
         segs.extend(segments(d).map(|mut sg| {
-            sg.pool = pool_id(ps, d, &made, sg.addr, sg.owner);
+            sg.pool = pool_id(ps, d, &made, &sg);
             (slot, sg)
         }));
     }
