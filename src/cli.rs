@@ -11,7 +11,11 @@ use crate::journal::{self, Journal};
 use crate::output::report_text::Units;
 use crate::{ledger, output, run};
 
+mod export;
+mod metrics;
+mod serve;
 mod snapshot;
+mod top;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -21,7 +25,7 @@ pub const EXIT_BAD_INPUT: i32 = 2;
     name = "vramledger",
     version,
     about = "Where every byte of GPU memory went: who holds it, and when it was taken",
-    after_help = "Workflow:\n  vramledger run -- python -m sglang.launch_server ...   (or LD_PRELOAD=libvramledger.so CMD)\n  vramledger report vramledger-out/            (text; --json; --html -o page.html)\n  vramledger size vramledger-out/ --model-config config.json   (why this many KV tokens)\n  vramledger diff base/ current/;  vramledger check --baseline base/ current/ --tolerance 2%\n  vramledger snapshot vramledger-out/ --at-peak --format memory-viz -o peak.pickle\n\nExit codes: 0 success, 1 drift found / does not fit, 2 bad input."
+    after_help = "Workflow:\n  vramledger run -- python -m sglang.launch_server ...   (or LD_PRELOAD=libvramledger.so CMD)\n  vramledger report vramledger-out/            (text; --json; --html -o page.html)\n  vramledger size vramledger-out/ --model-config config.json   (why this many KV tokens)\n  vramledger diff base/ current/;  vramledger check --baseline base/ current/ --tolerance 2%\n  vramledger snapshot vramledger-out/ --at-peak --format memory-viz -o peak.pickle\n  vramledger serve vramledger-out/ (Prometheus /metrics; metrics: once);  vramledger top vramledger-out/\n  vramledger export --sqlite history.db vramledger-out/   (runs into SQL)\n\nExit codes: 0 success, 1 drift found / does not fit, 2 bad input."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -109,6 +113,14 @@ enum Command {
     Snapshot(snapshot::SnapshotArgs),
     /// Re-run SGLang's (or vLLM's) KV-cache sizing on measured memory: reproduce, explain, what-if.
     Size(Box<crate::sizing_cli::SizeArgs>),
+    /// The live ledger as Prometheus / OpenMetrics text (docs/metrics.md).
+    Metrics(metrics::MetricsArgs),
+    /// Serve /metrics over HTTP, reading journals as they grow (loopback by default).
+    Serve(serve::ServeArgs),
+    /// Append runs to a SQLite database (docs/sqlite-schema.md).
+    Export(export::ExportArgs),
+    /// A live terminal view of devices × owners, stages, peaks and recent changes (q quits).
+    Top(top::TopArgs),
     /// Print the path of the libvramledger.so that `run` preloads (for LD_PRELOAD by hand).
     LibPath {
         /// Check this file instead of searching [default: VRAMLEDGER_LIB, else beside this
@@ -182,6 +194,10 @@ pub fn main() -> i32 {
             Err(e) => fail(e),
         },
         Command::Snapshot(args) => snapshot::main(args),
+        Command::Metrics(args) => metrics::main(args),
+        Command::Serve(args) => serve::main(args),
+        Command::Export(args) => export::main(args),
+        Command::Top(args) => top::main(args),
     }
 }
 

@@ -5,11 +5,15 @@
 //! zero head word) or a torn record (bad checksum) is skipped with a warning, and reading
 //! resumes at the next committed record; what can be read is always returned.
 
+pub mod follow;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use vramledger_format::frame::{decode_frame, FrameError, FRAME_MAGIC, PADDING_KIND};
+use vramledger_format::frame::{
+    decode_frame, frame_len, FrameError, FRAME_MAGIC, MAX_PAYLOAD, PADDING_KIND,
+};
 use vramledger_format::{
     check_preamble, Event, Header, Kind, PreambleCheck, FORMAT_VERSION, PREAMBLE_LEN,
 };
@@ -94,6 +98,9 @@ pub fn read(path: &Path) -> Result<Journal, ReadError> {
     parse(path, &bytes)
 }
 
+/// The chunk size of the shim's writer (4 MiB).
+const OLD_WRITER_CHUNK: usize = 4 << 20;
+
 /// Decodes journal bytes.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     let mut j = Journal {
@@ -116,13 +123,20 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     }
     let mut at = PREAMBLE_LEN;
     let mut header_seen = false;
+    // Earlier writers padded only up to a 4 MiB chunk boundary and left the tail of the
+    // straddling reservation as zeros: those zeros right after such a padding are no loss.
+    let mut padded_to_chunk = false;
     // Most records are 104 bytes on disk: reserve once instead of growing.
     j.events.reserve(bytes.len() / 104);
     while at + 8 <= bytes.len() {
         match decode_frame(&bytes[at..]) {
-            Ok((PADDING_KIND, _, used)) => at += used,
+            Ok((PADDING_KIND, _, used)) => {
+                at += used;
+                padded_to_chunk = at.is_multiple_of(OLD_WRITER_CHUNK);
+            }
             Ok((kind, payload, used)) => {
                 at += used;
+                padded_to_chunk = false;
                 if kind == Kind::Header as u16 {
                     match Header::decode(payload) {
                         Some(h) if !header_seen => {
@@ -151,10 +165,18 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                 }
             }
             Err(err) => {
+                let after_padding = std::mem::take(&mut padded_to_chunk);
                 if err != FrameError::Empty {
                     j.corrupt = true;
                 }
-                let Some(next) = resync(bytes, at + 8) else {
+                let next = resync(bytes, at + 8);
+                if let (true, FrameError::Empty, Some(n)) = (after_padding, err, next) {
+                    if n - at < frame_len(MAX_PAYLOAD) {
+                        at = n;
+                        continue;
+                    }
+                }
+                let Some(next) = next else {
                     if err != FrameError::Empty && err != FrameError::Truncated {
                         j.warnings.push(format!(
                             "{}: a corrupt record at offset {at} ends the readable part",

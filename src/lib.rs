@@ -6,6 +6,7 @@
 //! - [`snapshot`]: the live allocations at one point in time, and the history up to it;
 //! - [`diff`], [`check`], [`budgets`]: two runs compared, drift and budgets for CI;
 //! - [`timeline`]: memory per owner over time (the HTML report's chart);
+//! - [`metrics`]: Prometheus exposition, `serve`, `top` and the SQLite history;
 //! - [`cli`]: argument parsing and exit codes only.
 
 pub use vramledger_format as format;
@@ -17,6 +18,7 @@ pub mod diff;
 pub mod journal;
 pub mod ledger;
 pub mod libpath;
+pub mod metrics;
 pub mod output;
 pub mod python_boot;
 pub mod report_file;

@@ -489,37 +489,16 @@ pub(crate) struct Span {
     pub(crate) index: usize,
 }
 
-/// The stage spans of a journal, by the ledger's rules (`ledger::process`): a span runs from
-/// its stage record to the next; records before the first stage record open a `startup`
-/// span, which a first stage record named `startup` continues.
+/// The stage spans of a journal, by the ledger's rules (`ledger::boundaries`): a span runs from
+/// its boundary (a stage record, or the API event that set it) to the next one.
 fn spans(j: &Journal) -> Vec<Span> {
-    let mut spans: Vec<Span> = Vec::new();
-    let mut opened_implicitly = false;
-    for (i, e) in j.events.iter().enumerate() {
-        if e.kind() == Some(Kind::Stage) {
-            let name = e.text.split('\n').next().unwrap_or("").to_string();
-            if opened_implicitly && spans.len() == 1 && name == spans[0].name {
-                spans[0].index = i;
-                opened_implicitly = false;
-            } else {
-                opened_implicitly = false;
-                spans.push(Span { name, index: i });
-            }
-        } else if spans.is_empty() {
-            spans.push(Span {
-                name: "startup".into(),
-                index: 0,
-            });
-            opened_implicitly = true;
-        }
-    }
-    if spans.is_empty() {
-        spans.push(Span {
-            name: "startup".into(),
-            index: 0,
-        });
-    }
-    spans
+    crate::ledger::boundaries::derive(j)
+        .into_iter()
+        .map(|b| Span {
+            name: b.name,
+            index: b.index,
+        })
+        .collect()
 }
 
 /// Where to look: the process's point and each device's.

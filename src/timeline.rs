@@ -99,22 +99,15 @@ fn dev(devs: &mut Vec<Dev>, device: i32, t0: u64) -> &mut Dev {
     &mut devs[i]
 }
 
-/// The stages of a journal as bands between `t0` and `t1`; before the first stage marker the
-/// stage is `startup`.
+/// The stages of a journal as bands between `t0` and `t1`, by the ledger's boundaries
+/// (`ledger::boundaries`); the first (`startup`) opens at the first event.
 fn bands(j: &Journal, t0: u64, t1: u64) -> Vec<Band> {
-    let mut marks: Vec<(String, u64)> = Vec::new();
-    for e in &j.events {
-        if e.kind() == Some(Kind::Stage) {
-            let name = e.text.lines().next().unwrap_or("").to_string();
-            marks.push((name, e.t_ns.clamp(t0, t1)));
-        }
-    }
-    // Events before the first marker belong to `startup` (as in the ledger): a leading
-    // `startup` marker opens the band at the first event.
-    match marks.first_mut() {
-        Some((name, t)) if name == "startup" => *t = t0,
-        Some((_, t)) if *t <= t0 => {}
-        _ => marks.insert(0, ("startup".to_string(), t0)),
+    let mut marks: Vec<(String, u64)> = crate::ledger::boundaries::derive(j)
+        .into_iter()
+        .map(|b| (b.name, b.t_ns.clamp(t0, t1)))
+        .collect();
+    if let Some((_, t)) = marks.first_mut() {
+        *t = t0;
     }
     (0..marks.len())
         .map(|i| Band {

@@ -158,3 +158,73 @@ fn recorded_graph_batch_sizes_drift_in_the_graph_pool() {
         .unwrap();
     assert_eq!(same.status.code(), Some(0));
 }
+
+/// vLLM 0.26.0 on the H200 (tests/data/h200-vllm-explore, recorded by today's shim before the
+/// grammar knew 0.26's lines): on replay the journal gains `weight_load` (from the duration
+/// "Model loading took 15.0 GiB and 2.121537 seconds" prints) and a `graph_capture` opened by
+/// the first stream capture, so every graph-pool byte lands in the capture stage, and the books
+/// still balance to the byte.
+#[test]
+fn recorded_vllm_gains_its_stages_on_replay() {
+    use vramledger::ledger::boundaries::SetBy;
+    use vramledger_format::Owner;
+
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-vllm-explore");
+    let files = journal::find(&dir).unwrap();
+    let journals: Vec<_> = files.iter().map(|f| journal::read(f).unwrap()).collect();
+    assert!(journals.iter().all(|j| !j.corrupt && j.warnings.is_empty()));
+    let books = ledger::build(&journals);
+    assert_eq!(books.processes.len(), 1);
+    let d = &books.processes[0].devices[0];
+    assert!(d.balanced());
+    assert_eq!(d.start_free, Some(150_106_472_448));
+    assert_eq!(d.end_free, Some(76_366_872_576));
+    let rows: Vec<(&str, SetBy)> = d
+        .stages
+        .iter()
+        .map(|s| (s.name.as_str(), s.start_set_by))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("startup", SetBy::Implicit),
+            ("weight_load", SetBy::EngineLine),
+            ("memory_profiling", SetBy::EngineLine),
+            ("kv_cache", SetBy::EngineLine),
+            ("graph_capture", SetBy::ApiEvent),
+            ("post_capture", SetBy::EngineLine),
+            ("serving", SetBy::EngineLine),
+        ]
+    );
+    let stage = |n: &str| d.stages.iter().find(|s| s.name == n).unwrap();
+    let (w, gc, kv) = (
+        stage("weight_load"),
+        stage("graph_capture"),
+        stage("kv_cache"),
+    );
+    assert!(!w.start_recorded && !gc.start_recorded);
+    // The load began 2.121537 s before its line (within the events' spacing).
+    let took = (stage("memory_profiling").start_t_ns - w.start_t_ns) as f64 / 1e9;
+    assert!((took - 2.121537).abs() < 0.01, "{took}");
+    // Weights are torch's, 15.004 GiB reserved for vLLM's "15.0 GiB" allocated.
+    assert_eq!(w.by_owner.get(Owner::Torch), 16_110_321_664);
+    let gib = (1u64 << 30) as f64;
+    assert!((w.by_owner.get(Owner::Torch) as f64 / gib - 15.0).abs() < 0.01);
+    // Every graph-pool byte is in the capture stage, none in the KV cache's.
+    assert_eq!(gc.by_owner.get(Owner::TorchGraphPool), 159_383_552);
+    assert_eq!(d.live_at_end.get(Owner::TorchGraphPool), 159_383_552);
+    assert_eq!(kv.by_owner.get(Owner::TorchGraphPool), 0);
+    // The KV cache: 32 layers of 27111 blocks × 64 KiB, each rounded to 2 MiB (1696 MiB).
+    assert!(kv.by_owner.get(Owner::Torch) >= 32 * 1696 * (1 << 20));
+    assert_eq!(kv.by_owner.get(Owner::Unattributed), 0);
+    // The text report says what opened each stage and names the boundaries no line marked.
+    let text = vramledger::output::report_text::render(
+        &books,
+        vramledger::output::report_text::Units::Gib,
+    );
+    assert!(
+        text.contains("boundaries no line marked: weight_load at 2.121537 s before"),
+        "{text}"
+    );
+    assert!(text.contains("graph_capture at a stream capture began (cuStreamBeginCapture_v2)"));
+}

@@ -1497,7 +1497,7 @@ fn readme_sizing_examples_run_as_written() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 5, "the README's sizing examples");
+    assert_eq!(ran, 6, "the README's sizing examples");
 }
 
 #[test]

@@ -7,17 +7,21 @@ Needs no weights, no tokenizer and no network: the model folder holds only a `co
 `ignore_eos`) makes the output token ids a function of the weights and the prompts only, so a
 plain run and a run under `vramledger run` can be compared id for id.
 
-On stdout, one line each (everything else vLLM prints goes to its log on stderr):
+On stdout, one line each (vLLM's own INFO lines go to stdout too, its tqdm bars to stderr):
 
     VRAMLEDGER_VLLM {"phase": "ready", "startup_s": ..., "num_gpu_blocks": ..., "block_size": ...}
-    VRAMLEDGER_VLLM {"phase": "decode", "requests": ..., "tokens": ..., "seconds": ..., "tok_s": ...}
+    VRAMLEDGER_VLLM {"phase": "decode", "requests": ..., "tokens": ..., "seconds": ..., "tok_s": ...,
+                     "rounds_tok_s": [...], "tok_s_median": ...}
     VRAMLEDGER_VLLM {"phase": "result", "output_sha256": ..., "first_ids": [...], ...}
 
 `startup_s` runs from the start of this interpreter (the process's own start time) to the
-moment `LLM(...)` returned; the decode phase is timed after a warm-up batch.
+moment `LLM(...)` returned. Decoding is timed after a warm-up batch, `--rounds` times with the
+same prompts: `seconds`/`tok_s` are the first round's, `tok_s_median` the median over the rounds
+(the in-run figure an A/B compares); `output_sha256` hashes the first round's token ids, and
+`rounds_identical` says whether every round produced the same ids.
 
     python3 examples/engines/vllm_offline.py [--model-dir DIR] [--gpu-memory-utilization 0.5]
-        [--requests 512] [--prompt-len 32] [--max-tokens 128] [--warmup 64]
+        [--requests 512] [--prompt-len 32] [--max-tokens 128] [--warmup 64] [--rounds 1]
         [--layers N] [--max-model-len 4096] [--cudagraph-sizes 1,2,4,8,16,32,64,128]
         [--tp 1] [--enforce-eager]
 """
@@ -26,6 +30,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -125,6 +130,7 @@ def main():
     p.add_argument("--prompt-len", type=int, default=32)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--warmup", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=1, help="timed decode rounds (median reported)")
     p.add_argument("--layers", type=int, default=0, help="override num_hidden_layers")
     p.add_argument("--max-model-len", type=int, default=4096)
     p.add_argument("--cudagraph-sizes", default="1,2,4,8,16,32,64,128")
@@ -166,22 +172,40 @@ def main():
     if args.warmup:
         llm.generate(prompts(args.warmup, args.prompt_len, vocab, args.seed + 1), greedy, use_tqdm=False)
     batch = prompts(args.requests, args.prompt_len, vocab, args.seed)
-    start = time.perf_counter()
-    outs = llm.generate(batch, greedy, use_tqdm=False)
-    seconds = time.perf_counter() - start
-    ids = [list(o.outputs[0].token_ids) for o in outs]
-    tokens = sum(len(x) for x in ids)
+    rounds, first_ids, identical = [], None, True
+    for _ in range(max(1, args.rounds)):
+        start = time.perf_counter()
+        outs = llm.generate(batch, greedy, use_tqdm=False)
+        seconds = time.perf_counter() - start
+        ids = [list(o.outputs[0].token_ids) for o in outs]
+        tokens = sum(len(x) for x in ids)
+        rounds.append((seconds, tokens))
+        if first_ids is None:
+            first_ids = ids
+        else:
+            identical = identical and ids == first_ids
+    seconds, tokens = rounds[0]
     emit(
         {
             "phase": "decode",
-            "requests": len(ids),
+            "requests": len(first_ids),
             "tokens": tokens,
             "seconds": round(seconds, 4),
             "tok_s": round(tokens / seconds, 1),
+            "rounds_tok_s": [round(t / s, 1) for s, t in rounds],
+            "tok_s_median": round(statistics.median(t / s for s, t in rounds), 1),
         }
     )
-    digest = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
-    emit({"phase": "result", "output_sha256": digest, "first_ids": ids[0][:8], "requests": len(ids)})
+    digest = hashlib.sha256(json.dumps(first_ids).encode()).hexdigest()
+    emit(
+        {
+            "phase": "result",
+            "output_sha256": digest,
+            "first_ids": first_ids[0][:8],
+            "requests": len(first_ids),
+            "rounds_identical": identical,
+        }
+    )
 
 
 if __name__ == "__main__":

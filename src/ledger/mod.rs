@@ -2,6 +2,7 @@
 //! balanced against device free memory.
 //!
 //! - [`process`]: one journal → stages × owners per device, peaks, modules, reconciliation;
+//! - [`boundaries`]: where each stage starts, and what set it (line, API event, mark, rule);
 //! - [`samples`]: free memory at any point, from readings and hooked movement between them;
 //! - [`cross_rank`]: the minimum free memory per stage across ranks and SGLang's imbalance rule;
 //! - [`owners`]: bytes per owner;
@@ -9,10 +10,13 @@
 //!
 //! Pure data in, pure data out: no file is read here (see [`crate::journal`]).
 
+pub mod boundaries;
 pub mod cross_rank;
 pub mod owners;
+pub mod points;
 pub mod pools;
 pub mod process;
+pub mod rank;
 pub mod samples;
 
 use crate::journal::Journal;

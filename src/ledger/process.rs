@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use vramledger_engines::log;
 use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner};
 
+use super::boundaries::{self, SetBy};
 use super::owners::OwnerBytes;
 use super::samples::{Reading, Readings, Source};
 use crate::journal::Journal;
@@ -47,6 +48,15 @@ pub struct StageRow {
     /// Hooked net bytes per owner, and `unattributed`.
     pub by_owner: OwnerBytes,
     pub engine: EngineNumbers,
+    /// What set the stage's start, and how (the line, the event, the mark).
+    pub start_set_by: SetBy,
+    pub start_detail: String,
+    /// What set its end: the next stage's start, or the end of the journal.
+    pub end_set_by: SetBy,
+    pub end_detail: String,
+    /// A stage record opened it (with free memory sampled there); false for a boundary an API
+    /// event or an engine line's duration placed.
+    pub start_recorded: bool,
 }
 
 /// A peak: bytes, and when.
@@ -145,28 +155,37 @@ pub struct ProcessBooks {
     pub host_pinned: LivePeak,
     pub managed: LivePeak,
     pub virtual_reserved: LivePeak,
+    /// Peer memory mapped here (IPC opens, VMM imports: another process's or device's bytes).
+    pub peer_imported: LivePeak,
     pub events: usize,
     /// PyTorch's pools by id, and torch's own snapshot against the books.
     pub torch_pools: super::pools::TorchPools,
 }
 
 impl ProcessBooks {
+    /// No device memory, no context and nothing pinned, managed or reserved: a helper process
+    /// (an inductor compile worker, a tokenizer) that loaded the preload but never used CUDA.
+    pub fn never_touched_gpu(&self) -> bool {
+        self.devices.is_empty()
+            && self
+                .apart()
+                .iter()
+                .all(|(_, lp)| lp.peak == 0 && lp.live == 0)
+    }
+
     /// The books kept apart from VRAM, named as reports show them.
-    pub fn apart(&self) -> [(&'static str, LivePeak); 3] {
+    pub fn apart(&self) -> [(&'static str, LivePeak); 4] {
         [
             ("host pinned", self.host_pinned),
             ("managed", self.managed),
             ("VA reserved (virtual only)", self.virtual_reserved),
+            ("peer memory mapped (IPC/VMM imports)", self.peer_imported),
         ]
     }
 }
 
-struct Span {
-    name: String,
-    index: usize,
-    t_ns: u64,
-    line: Option<String>,
-}
+/// A stage span: from its boundary to the next.
+type Span = boundaries::StageBoundary;
 
 /// Per-device running state during the replay.
 #[derive(Default)]
@@ -202,54 +221,30 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     let mut host = LivePeak::default();
     let mut managed = LivePeak::default();
     let mut va = LivePeak::default();
+    let mut peer = LivePeak::default();
     let mut in_block = false;
-    let mut rank_tag = None;
     let mut first_context_before: BTreeMap<i32, u64> = BTreeMap::new();
 
-    let ensure_span = |spans: &mut Vec<Span>| {
-        if spans.is_empty() {
-            spans.push(Span {
-                name: "startup".into(),
-                index: 0,
-                t_ns: 0,
-                line: None,
-            });
-        }
-    };
+    let bounds = boundaries::derive(j);
+    let mut next_bound = 0;
 
     for (i, e) in j.events.iter().enumerate() {
         let kind = e.kind();
-        if kind == Some(Kind::Stage) {
-            let mut lines = e.text.splitn(2, '\n');
-            let name = lines.next().unwrap_or("").to_string();
-            let line = lines.next().map(str::to_string);
-            if rank_tag.is_none() {
-                if let Some(b) = line.as_deref().and_then(log::classify) {
-                    if !b.rank.is_empty() {
-                        rank_tag = Some(b.rank);
-                    }
-                }
-            }
-            let same_as_opening = spans.len() == 1 && spans[0].index == 0 && spans[0].t_ns == 0;
-            if same_as_opening && name == spans[0].name {
-                spans[0].index = i;
-                spans[0].t_ns = e.t_ns;
-            } else {
-                spans.push(Span {
-                    name,
-                    index: i,
-                    t_ns: e.t_ns,
-                    line,
-                });
-            }
+        while let Some(b) = bounds.get(next_bound).filter(|b| b.index == i) {
+            spans.push(b.clone());
             for d in devs.values_mut() {
                 d.by_owner.resize(spans.len(), OwnerBytes::default());
                 d.boundary.resize(spans.len(), None);
             }
-            in_block = true;
+            in_block = b.sampled;
+            next_bound += 1;
+        }
+        if kind == Some(Kind::Stage) {
+            if boundaries::is_repeat(&bounds, i, e) {
+                in_block = false;
+            }
             continue;
         }
-        ensure_span(&mut spans);
         let span = spans.len() - 1;
         if in_block && !is_sample(e) {
             in_block = false;
@@ -296,6 +291,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
             }
             MemKind::HostPinned => bump(&mut host, delta.bytes),
             MemKind::Managed => bump(&mut managed, delta.bytes),
+            MemKind::Peer => bump(&mut peer, delta.bytes),
             _ => {}
         }
         if matches!(kind, Some(Kind::VaReserve | Kind::VaFree)) {
@@ -303,7 +299,9 @@ pub fn replay(j: &Journal) -> ProcessBooks {
             va.peak = va.peak.max(va.live);
         }
     }
-    ensure_span(&mut spans);
+    if spans.is_empty() {
+        spans.push(bounds[0].clone());
+    }
 
     let devices = devs
         .into_iter()
@@ -318,8 +316,10 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         })
         .collect();
     let h = |k: &str| j.header.get(k).unwrap_or("").to_string();
+    let (rank_tag, dist_rank) = super::rank::rank_of(j);
     let rank = rank_tag
         .and_then(|r: log::RankTag| r.tp)
+        .or(dist_rank)
         .or_else(|| j.header.get("env.RANK").and_then(|v| v.parse().ok()));
     ProcessBooks {
         path: j.path.display().to_string(),
@@ -335,6 +335,7 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         host_pinned: host,
         managed,
         virtual_reserved: va,
+        peer_imported: peer,
         events: j.events.len(),
         torch_pools: super::pools::replay(j),
     }
@@ -438,6 +439,11 @@ fn device_books(
             device_delta,
             by_owner,
             engine: engine_numbers(span.line.as_deref(), next.and_then(|n| n.line.as_deref())),
+            start_set_by: span.set_by,
+            start_detail: span.detail.clone(),
+            end_set_by: next.map_or(SetBy::EndOfJournal, |n| n.set_by),
+            end_detail: next.map_or_else(String::new, |n| n.detail.clone()),
+            start_recorded: span.sampled,
         });
     }
     let mut modules: Vec<ModuleRow> = d.modules.into_values().collect();

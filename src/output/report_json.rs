@@ -46,6 +46,11 @@ fn stage(s: &StageRow) -> Value {
             "line": s.engine.end_line,
             "start_line": s.engine.start_line,
         },
+        "start_set_by": s.start_set_by.name(),
+        "start_set_by_detail": s.start_detail,
+        "start_recorded": s.start_recorded,
+        "end_set_by": s.end_set_by.name(),
+        "end_set_by_detail": s.end_detail,
     })
 }
 
@@ -94,15 +99,26 @@ fn process(p: &ProcessBooks) -> Value {
         "host_pinned": live_peak(&p.host_pinned),
         "managed": live_peak(&p.managed),
         "virtual_reserved": live_peak(&p.virtual_reserved),
+        "peer_imported": live_peak(&p.peer_imported),
+        "touched_gpu": !p.never_touched_gpu(),
         "torch_pools": super::pools_report::json(&p.torch_pools),
     })
 }
 
 /// The whole report.
 pub fn render(run: &RunBooks) -> Value {
+    let idle: Vec<&ProcessBooks> = run
+        .processes
+        .iter()
+        .filter(|p| p.never_touched_gpu())
+        .collect();
     json!({
         "schema": SCHEMA,
         "processes": run.processes.iter().map(process).collect::<Vec<_>>(),
+        "processes_without_gpu": {
+            "count": idle.len(),
+            "pids": idle.iter().map(|p| p.pid).collect::<Vec<_>>(),
+        },
         "cross_rank": {
             "stages": run.cross_rank.iter().map(|s| json!({
                 "name": s.name,

@@ -4,7 +4,8 @@ use std::fmt::Write;
 
 use vramledger_format::Owner;
 
-use crate::ledger::process::{DeviceBooks, ProcessBooks};
+use crate::ledger::boundaries::SetBy;
+use crate::ledger::process::{DeviceBooks, ProcessBooks, StageRow};
 use crate::ledger::{RunBooks, REPORT_OWNERS};
 
 /// How numbers are shown.
@@ -42,7 +43,7 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
     for o in REPORT_OWNERS {
         head.push_str(&format!(" {:>cw$}", o.name(), cw = col(o, w)));
     }
-    head.push_str(&format!(" {:>w$}  engine", "free@end"));
+    head.push_str(&format!(" {:>w$}  {:<6}  engine", "free@end", "set by"));
     let _ = writeln!(out, "{head}");
     for s in &d.stages {
         let mut row = format!(
@@ -54,13 +55,18 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
             let cw = col(o, w);
             row.push_str(&format!(" {:>cw$}", amount(s.by_owner.get(o), units)));
         }
-        row.push_str(&format!(" {:>w$}", opt(s.end_free, units)));
+        row.push_str(&format!(
+            " {:>w$}  {:<6}",
+            opt(s.end_free, units),
+            set_by(s.start_set_by)
+        ));
         if let Some(u) = s.engine.mem_usage_gib {
             let diff = s.device_delta as f64 / (1u64 << 30) as f64 - u;
             row.push_str(&format!("  mem usage={u:.2} GB ({diff:+.3} GiB)"));
         }
-        let _ = writeln!(out, "{row}");
+        let _ = writeln!(out, "{}", row.trim_end());
     }
+    placed_boundaries(out, &d.stages);
     let mut live = d.live_at_end;
     live.set(Owner::Unattributed, 0);
     let mut row = format!(
@@ -120,6 +126,29 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
     }
 }
 
+/// The "set by" column: what opened the stage.
+fn set_by(s: SetBy) -> &'static str {
+    match s {
+        SetBy::Implicit | SetBy::EndOfJournal => "-",
+        SetBy::EngineLine => "line",
+        SetBy::ApiEvent => "api",
+        SetBy::ExplicitMark => "mark",
+        SetBy::RuleFile => "rule",
+    }
+}
+
+/// One line naming the boundaries no stage record opened (API events, a printed duration).
+fn placed_boundaries(out: &mut String, stages: &[StageRow]) {
+    let placed: Vec<String> = stages
+        .iter()
+        .filter(|s| !s.start_recorded && s.start_set_by != SetBy::Implicit)
+        .map(|s| format!("{} at {}", s.name, truncate(&s.start_detail, 140)))
+        .collect();
+    if !placed.is_empty() {
+        let _ = writeln!(out, "  boundaries no line marked: {}", placed.join("; "));
+    }
+}
+
 fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
@@ -160,8 +189,27 @@ fn process(out: &mut String, p: &ProcessBooks, units: Units) {
 /// The whole report.
 pub fn render(run: &RunBooks, units: Units) -> String {
     let mut out = String::new();
-    for p in &run.processes {
+    let (idle, used): (Vec<&ProcessBooks>, Vec<&ProcessBooks>) =
+        run.processes.iter().partition(|p| p.never_touched_gpu());
+    for p in used {
         process(&mut out, p, units);
+    }
+    if !idle.is_empty() {
+        let who: Vec<String> = idle
+            .iter()
+            .map(|p| format!("{} {}", p.pid, truncate(&p.cmdline, 60)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{} never touched the GPU (no device or pinned memory): {}",
+            if idle.len() == 1 {
+                "1 process".to_string()
+            } else {
+                format!("{} processes", idle.len())
+            },
+            who.join("; ")
+        );
+        let _ = writeln!(out);
     }
     if !run.cross_rank.is_empty() {
         let _ = writeln!(

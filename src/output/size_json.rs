@@ -368,7 +368,13 @@ pub fn render(report: &SizeReport) -> Value {
             v["max_running_requests"] = json!(r.result.max_running_requests);
             v
         }
-        SizeReport::Vllm(r) => vllm(r),
+        SizeReport::Vllm(r) => {
+            let mut v = vllm(r);
+            if let Some(run) = &r.run {
+                crate::sizing_cli::vllm::render::json_fields(&mut v, run);
+            }
+            v
+        }
         SizeReport::DefaultsOnly(o) => {
             let (l, d, cell_bytes, m) = (&o.layout, &o.defaults, o.cell_bytes, &o.model);
             json!({

@@ -371,6 +371,9 @@ fn sglang(out: &mut String, r: &SglangReport) {
 }
 
 fn vllm(out: &mut String, r: &VllmReport) {
+    if let Some(run) = &r.run {
+        return crate::sizing_cli::vllm::render::text(out, r, run);
+    }
     let res = &r.result;
     let _ = writeln!(
         out,

@@ -197,6 +197,9 @@ pub struct SizeArgs {
     /// What if the KV cache dtype were D (repeatable).
     #[arg(long = "what-if-kv-cache-dtype", value_name = "D")]
     pub what_if_kv_cache_dtype: Vec<String>,
+    /// vLLM: what if gpu_memory_utilization were U (repeatable; a run).
+    #[arg(long = "what-if-gpu-memory-utilization", value_name = "U")]
+    pub what_if_gpu_memory_utilization: Vec<f64>,
     /// What if the context length were N (repeatable).
     #[arg(long = "what-if-context-length", value_name = "N")]
     pub what_if_context_length: Vec<u64>,
@@ -246,6 +249,9 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
     fraction("--gpu-memory-utilization", args.gpu_memory_utilization)?;
     for f in &args.what_if_mem_fraction {
         fraction("--what-if-mem-fraction", Some(*f))?;
+    }
+    for f in &args.what_if_gpu_memory_utilization {
+        fraction("--what-if-gpu-memory-utilization", Some(*f))?;
     }
     let at_least_one = |name: &str, v: Option<u64>| match v {
         Some(0) => Err(format!("{name} 0: it must be at least 1")),
@@ -302,6 +308,9 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
 /// Gathers the inputs and computes the report.
 pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
     check_flags(args)?;
+    if let Some(p) = args.run.as_ref().filter(|p| vllm::run::is_vllm_run(p)) {
+        return vllm::size_run_command(args, p).map(|r| SizeReport::Vllm(Box::new(r)));
+    }
     let run = match &args.run {
         Some(p) => {
             if !p.exists() {

@@ -17,6 +17,14 @@ use vramledger_engines::sizing::vllm::{
 
 use super::inputs::{Origin, Sourced};
 
+mod command;
+mod labels;
+pub mod plan;
+pub mod render;
+pub mod run;
+
+pub use command::size_run_command;
+
 const HALF_CENTI_GIB: f64 = 0.005;
 
 /// One startup's numbers, as printed.
@@ -56,6 +64,14 @@ pub struct EngineConfig {
     pub dtype: Option<String>,
     pub kv_cache_dtype: Option<String>,
     pub utilization: Option<f64>,
+    /// `model='…'` of the engine config line (the model folder).
+    pub model: Option<String>,
+    /// `'max_model_len': N` of the non-default args.
+    pub max_model_len: Option<u64>,
+    /// `'block_size': N` of the non-default args.
+    pub block_size: Option<u64>,
+    /// `'kv_cache_memory_bytes': N` of the non-default args (profiling skipped).
+    pub kv_cache_memory_bytes: Option<u64>,
 }
 
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
@@ -79,11 +95,17 @@ impl EngineConfig {
             self.tp = field(line, "tensor_parallel_size=").and_then(|v| v.parse().ok());
             self.dtype = field(line, " dtype=").map(str::to_string);
             self.kv_cache_dtype = field(line, "kv_cache_dtype=").map(str::to_string);
+            self.model = field(line, "model=").map(str::to_string);
         }
         if line.contains("non-default args:") {
             if let Some(u) = field(line, "'gpu_memory_utilization': ") {
                 self.utilization = u.parse().ok();
             }
+            let int = |key: &str| field(line, key).and_then(|v| v.parse().ok());
+            self.max_model_len = int("'max_model_len': ").or(self.max_model_len);
+            self.block_size = int("'block_size': ").or(self.block_size);
+            self.kv_cache_memory_bytes =
+                int("'kv_cache_memory_bytes': ").or(self.kv_cache_memory_bytes);
         }
     }
 }
@@ -170,6 +192,8 @@ pub struct VllmReport {
     pub observed_source: Option<String>,
     pub reproduced: Option<bool>,
     pub notes: Vec<String>,
+    /// A run's per-worker breakdown, recommendation and what-ifs (`size RUN`).
+    pub run: Option<Box<plan::RunSizing>>,
 }
 
 fn bytes(gib: f64) -> i64 {
@@ -408,5 +432,6 @@ pub fn size(
         reproduced,
         result,
         notes,
+        run: None,
     })
 }

@@ -93,6 +93,8 @@ fn vllm_v0_colab_t4() {
 #[test]
 fn vllm_v1_dots_ocr_docker() {
     let want = [
+        // "Starting to load model …", then "Loading model from scratch..." (same stage).
+        any(Boundary, st::WEIGHT_LOAD, ev::LOAD_MODEL_BEGIN, &[]),
         any(Boundary, st::WEIGHT_LOAD, ev::LOAD_MODEL_BEGIN, &[]),
         any(
             Boundary,

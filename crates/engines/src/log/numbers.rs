@@ -141,6 +141,19 @@ line_numbers! {
     cpu_blocks: u64,
     /// vLLM `Maximum concurrency … : X x`.
     concurrency: f64,
+    /// vLLM `world_size=` of the distributed environment.
+    world_size: u64,
+    /// vLLM `rank=` (global rank) of the distributed environment.
+    rank: u64,
+    /// vLLM `local_rank=`.
+    local_rank: u64,
+    /// vLLM CUDA-graph memory measured by the capture ("… GiB for CUDAGraph memory",
+    /// "CUDA graph pool memory: … GiB (actual)").
+    cuda_graph_gib: f64,
+    /// vLLM's suggested `--kv-cache-memory=` bytes that fit the requested memory (exact).
+    kv_cache_memory_bytes: i64,
+    /// vLLM's suggested `--kv-cache-memory=` bytes that use the whole GPU (exact).
+    kv_cache_memory_full_bytes: i64,
 }
 
 /// True for bytes that may continue an identifier (so a key must not follow one).

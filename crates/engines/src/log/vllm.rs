@@ -1,13 +1,17 @@
 //! vLLM message grammar (V0 0.7/0.8, V1 0.8.5 to 0.33): one message (prefix already stripped)
 //! in, a [`Hit`] out.
 //!
-//! Owns the lines of `docs/sglang-memory.md` §8: model loading, the memory-profiling result (V0's
-//! four-line breakdown, also when a copy wrapped it onto several lines), the KV budget and size,
-//! graph capture and the engine-ready lines. vLLM's stages are `weight_load` → `memory_profiling`
-//! → `kv_cache` → `graph_capture` → `post_capture` → `serving`. Must never claim a line SGLang
-//! also prints (the SGLang grammar runs first).
+//! Owns the lines of `docs/sglang-memory.md` §8: the distributed environment, model loading, the
+//! memory-profiling result (V0's four-line breakdown, also when a copy wrapped it onto several
+//! lines), the KV budget and size, warm-up, graph capture, the after-capture summary and the
+//! engine-ready lines, for both V1 model runners (0.26's `gpu_model_runner.py` and
+//! `gpu/model_runner.py`). vLLM's stages are `dist_init` → `weight_load` → `memory_profiling` →
+//! `kv_cache` → (`warmup`) → `graph_capture` → `post_capture` → `serving`. Must never claim a
+//! line SGLang also prints (the SGLang grammar runs first).
 
-use super::numbers::{after, f64_at, f64_field, u64_at, u64_field};
+use super::numbers::{
+    after, f64_at, f64_before, f64_field, i64_field, u64_at, u64_field, word_field,
+};
 use super::vocab::{event as ev, stage as st};
 use super::{Hit, LineKind};
 
@@ -18,14 +22,21 @@ pub(crate) fn parse(msg: &str) -> Option<Hit<'_>> {
     let anchored = match msg.as_bytes().first()? {
         b'S' => starting(msg),
         b'L' | b'M' => model_loaded(msg)
+            .or_else(|| loading_from_scratch(msg))
             .or_else(|| profiling_done(msg))
             .or_else(|| concurrency(msg)),
-        b't' | b'm' | b'n' | b'P' => budget(msg).or_else(|| profile_result(msg)),
+        b't' | b'm' | b'n' | b'P' => budget(msg)
+            .or_else(|| profile_result(msg))
+            .or_else(|| graph_profiling(msg)),
+        b'w' => dist_environment(msg),
         b'A' => available(msg),
-        b'I' => specified(msg),
+        b'I' => specified(msg).or_else(|| profiling_run(msg)),
         b'#' => blocks(msg),
         b'G' => capture_done(msg),
-        b'C' => capture(msg),
+        b'C' => capture(msg)
+            .or_else(|| warmup(msg))
+            .or_else(|| graph_pool(msg)),
+        b'F' => suggestion(msg),
         b'E' => estimate(msg).or_else(|| engine_blocks(msg)),
         b'i' => engine_ready(msg),
         _ => None,
@@ -39,6 +50,92 @@ fn starting(msg: &str) -> Option<Hit<'_>> {
     }
     msg.starts_with("Starting vLLM API server")
         .then(|| Hit::new(Boundary, st::SERVING, ev::API_SERVER_START))
+}
+
+/// "world_size=%d rank=%d local_rank=%d distributed_init_method=%s backend=%s"
+/// (`init_distributed_environment`, before torch.distributed and the communicators exist).
+fn dist_environment(msg: &str) -> Option<Hit<'_>> {
+    let r = msg.strip_prefix("world_size=")?;
+    if !r.contains(" distributed_init_method=") {
+        return None;
+    }
+    let mut h = Hit::new(Boundary, st::DIST_INIT, ev::DIST_INIT_BEGIN);
+    let n = &mut h.numbers;
+    n.world_size = Some(u64_at(r)?);
+    n.rank = u64_field(r, "rank=");
+    n.local_rank = u64_field(r, "local_rank=");
+    h.words.backend = word_field(r, "backend=");
+    Some(h)
+}
+
+/// "Loading model from scratch..." (V2 model runner; 0.11 V1 after "Starting to load model").
+fn loading_from_scratch(msg: &str) -> Option<Hit<'_>> {
+    msg.starts_with("Loading model from scratch")
+        .then(|| Hit::new(Boundary, st::WEIGHT_LOAD, ev::LOAD_MODEL_BEGIN))
+}
+
+/// "Profiling CUDA graph memory: PIECEWISE=8 (largest=128), FULL=8 (largest=128)" (V1 model
+/// runner: throwaway graphs captured while profiling, before the KV budget).
+fn graph_profiling(msg: &str) -> Option<Hit<'_>> {
+    let r = msg.strip_prefix("Profiling CUDA graph memory: ")?;
+    let mut h = Hit::new(Progress, st::MEMORY_PROFILING, ev::CUDA_GRAPH_PROFILING);
+    h.numbers.num_tokens = u64_field(r, "largest=");
+    Some(h)
+}
+
+/// "Initial profiling/warmup run took %.2f s".
+fn profiling_run(msg: &str) -> Option<Hit<'_>> {
+    let r = msg.strip_prefix("Initial profiling/warmup run took ")?;
+    let mut h = Hit::new(Progress, st::MEMORY_PROFILING, ev::PROFILING_RUN);
+    h.numbers.time_s = Some(f64_at(r)?);
+    Some(h)
+}
+
+/// "Compile and warming up model for size %d" (`compile_or_warm_up_model`, before capture).
+fn warmup(msg: &str) -> Option<Hit<'_>> {
+    let r = msg.strip_prefix("Compile and warming up model for size ")?;
+    let mut h = Hit::new(Boundary, st::WARMUP, ev::WARMUP_BEGIN);
+    h.numbers.num_tokens = Some(u64_at(r)?);
+    Some(h)
+}
+
+/// "CUDA graph pool memory: %s GiB (actual), %s GiB (estimated), difference: …".
+fn graph_pool(msg: &str) -> Option<Hit<'_>> {
+    let r = msg.strip_prefix("CUDA graph pool memory: ")?;
+    let mut h = Hit::new(Progress, st::POST_CAPTURE, ev::CUDA_GRAPH_POOL);
+    h.numbers.cuda_graph_gib = Some(f64_at(r)?);
+    h.numbers.reserve_gib = f64_field(r, "(actual), ");
+    Some(h)
+}
+
+/// The after-capture summary (`compile_or_warm_up_model`): "Free memory on device (F/T GiB) on
+/// startup. Desired GPU memory utilization is (U, R GiB). Actual usage is W GiB for weight, A
+/// GiB for peak activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory. Replace
+/// gpu_memory_utilization config with `--kv-cache-memory=B` (… GiB) to fit into requested
+/// memory, or `--kv-cache-memory=B2` (… GiB) to fully utilize gpu memory. Current kv cache
+/// memory in use is K GiB."
+fn suggestion(msg: &str) -> Option<Hit<'_>> {
+    let r = msg.strip_prefix("Free memory on device (")?;
+    if !r.contains("--kv-cache-memory=") {
+        return None;
+    }
+    let mut h = Hit::new(Progress, st::POST_CAPTURE, ev::KV_CACHE_MEMORY_SUGGESTION);
+    let n = &mut h.numbers;
+    n.avail_mem_gib = f64_at(r);
+    n.total_gpu_gib = r.split_once('/').and_then(|(_, t)| f64_at(t));
+    n.gpu_memory_utilization = f64_field(r, "utilization is (");
+    n.budget_gib = after(r, "utilization is (")
+        .and_then(|t| t.split_once(", "))
+        .and_then(|(_, t)| f64_at(t));
+    n.weights_gib = f64_before(r, " GiB for weight");
+    n.activation_peak_gib = f64_before(r, " GiB for peak activation");
+    n.non_torch_gib = f64_before(r, " GiB for non-torch memory");
+    n.cuda_graph_gib = f64_before(r, " GiB for CUDAGraph memory");
+    n.kv_cache_memory_bytes = i64_field(r, "`--kv-cache-memory=");
+    n.kv_cache_memory_full_bytes =
+        after(r, "requested memory, or ").and_then(|t| i64_field(t, "`--kv-cache-memory="));
+    n.kv_cache_gib = f64_field(r, "kv cache memory in use is ");
+    Some(h)
 }
 
 /// "Model loading took %.4f GiB and %.6f seconds" (0.8.5), "… GiB memory and …" (0.33),

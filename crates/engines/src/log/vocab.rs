@@ -41,6 +41,9 @@ pub mod stage {
     pub const MEMORY_PROFILING: &str = "memory_profiling";
     /// vLLM: from the profiling result until the graphs are captured (KV allocation, warm-up).
     pub const KV_CACHE: &str = "kv_cache";
+    /// vLLM: warm-up runs for sizes outside the graph capture sizes, after the KV cache is
+    /// allocated and before the graphs are captured ("Compile and warming up model for size N").
+    pub const WARMUP: &str = "warmup";
 
     /// Every stage name.
     pub const ALL: &[&str] = &[
@@ -61,6 +64,7 @@ pub mod stage {
         SERVING,
         MEMORY_PROFILING,
         KV_CACHE,
+        WARMUP,
     ];
 }
 
@@ -75,7 +79,8 @@ pub mod event {
     }
 
     events! {
-        /// "Init torch distributed begin." / "Init parallel begin."
+        /// "Init torch distributed begin." / "Init parallel begin."; vLLM "world_size=… rank=…
+        /// local_rank=… distributed_init_method=… backend=…"
         DIST_INIT_BEGIN = "dist_init_begin",
         /// "Init torch distributed ends. …" / "Init parallel ends. …"
         DIST_INIT_END = "dist_init_end",
@@ -189,7 +194,7 @@ pub mod event {
         MAMBA_CACHE_TOO_SMALL = "mamba_cache_too_small",
         /// "SWA pool (… tokens) cannot hold even one request: …"
         SWA_POOL_TOO_SMALL = "swa_pool_too_small",
-        /// vLLM "Starting to load model …"
+        /// vLLM "Starting to load model …" / "Loading model from scratch..."
         LOAD_MODEL_BEGIN = "load_model_begin",
         /// vLLM "Model loading took … GiB and … seconds" / "Loading model weights took … GB"
         LOAD_MODEL_END = "load_model_end",
@@ -215,6 +220,17 @@ pub mod event {
         ENGINE_READY = "engine_ready",
         /// vLLM "Starting vLLM API server …"
         API_SERVER_START = "api_server_start",
+        /// vLLM "Profiling CUDA graph memory: PIECEWISE=… (largest=…), …" (V1 model runner)
+        CUDA_GRAPH_PROFILING = "cuda_graph_profiling",
+        /// vLLM "Initial profiling/warmup run took … s"
+        PROFILING_RUN = "profiling_run",
+        /// vLLM "Compile and warming up model for size …"
+        WARMUP_BEGIN = "warmup_begin",
+        /// vLLM "CUDA graph pool memory: … GiB (actual), … GiB (estimated), difference: …"
+        CUDA_GRAPH_POOL = "cuda_graph_pool",
+        /// vLLM "Free memory on device (…/… GiB) on startup. … Replace gpu_memory_utilization
+        /// config with `--kv-cache-memory=…` …" (the after-capture summary and suggestion)
+        KV_CACHE_MEMORY_SUGGESTION = "kv_cache_memory_suggestion",
         /// vLLM "No available memory for the cache blocks. …"
         NO_KV_MEMORY = "no_kv_memory",
         /// vLLM "… KV cache is needed, which is larger than the available KV cache memory (…)"

@@ -18,7 +18,8 @@
 //!   cell division, page floor, caps, PP minimum, SWA split, `max_running_requests`, and the
 //!   startup errors with SGLang's wording and the smallest fraction that works; [`pool`] is the
 //!   budget-to-pools step shared with [`post_capture`] (0.5.18+ resize after graph capture).
-//! - [`vllm`]: V0 `determine_num_available_blocks` and V1 `determine_available_memory` → blocks.
+//! - [`vllm`]: V0 `determine_num_available_blocks` and V1 `determine_available_memory` → blocks;
+//!   [`vllm_budget`]: 0.26's budget on exact or interval bytes, the `--kv-cache-memory` suggestion.
 //! - [`pyfloat`]: Python's `round`, `int`, `//`, `repr` and `:.Nf`, so that every step is the
 //!   float operation SGLang performs, in its order; results compare bit for bit given the same
 //!   inputs (free memory in GiB floats, as `get_available_gpu_memory` returns them).
@@ -73,6 +74,7 @@ pub mod pyfloat;
 mod reserve;
 pub mod tokens;
 pub mod vllm;
+pub mod vllm_budget;
 
 pub use cell::{cell_bytes, Attention, CellInput, KvDtype};
 pub use defaults::{sglang_defaults, Defaults, DefaultsInput};

@@ -48,16 +48,23 @@ pub const fn tp(
     }
 }
 
-/// `shared/logs`, or `None` when this checkout has no `shared/` (the test is then skipped:
-/// counted and explained by scripts/test.sh, a failure in CI).
+/// `../shared/logs` beside the checkout (or beside the folder of worktrees holding it), or
+/// `None` when there is none (the test is then skipped: counted and explained by
+/// scripts/test.sh, a failure in CI).
 pub fn logs_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/logs");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        super::skip::skip(&format!("{} is absent (real logs)", dir.display()));
-        None
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        here.join("../../../shared/logs"),
+        here.join("../../../../shared/logs"),
+    ];
+    let found = candidates.iter().find(|d| d.is_dir()).cloned();
+    if found.is_none() {
+        super::skip::skip(&format!(
+            "{} is absent (real logs)",
+            candidates[0].display()
+        ));
     }
+    found
 }
 
 /// Lines of a log without its header.

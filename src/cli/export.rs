@@ -1,0 +1,156 @@
+//! `vramledger export --sqlite DB RUN...`: append runs to a SQLite history
+//! (docs/sqlite-schema.md). Idempotent for a run already stored with the same content;
+//! refused (exit 2, nothing written) when its content changed, unless `--replace`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use crate::journal::{self, Journal};
+use crate::metrics::sqlite::{self, Outcome, RunInput, Sizing};
+use crate::sizing_cli::{self, SizeArgs};
+
+/// Arguments of `vramledger export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The SQLite database to append to (created, private, when missing).
+    #[arg(long, value_name = "DB")]
+    pub sqlite: PathBuf,
+    /// Run folders or journals; journals sharing a run id are one run.
+    #[arg(value_name = "RUN", required = true)]
+    pub runs: Vec<PathBuf>,
+    /// The model's config.json for the sizing rows (default: a config.json in the run folder).
+    #[arg(long, value_name = "FILE")]
+    pub model_config: Option<PathBuf>,
+    /// The `model_name` of every process (default: from the launch command line).
+    #[arg(long, value_name = "NAME")]
+    pub model_name: Option<String>,
+    /// Replace a stored run whose content changed since it was exported.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+/// Every journal of `path`, each read whole; an unreadable one is an error (a history must
+/// not silently miss a process), a corrupt one is kept with a warning and flagged.
+fn read_all(path: &Path, seen: &mut BTreeSet<PathBuf>) -> Result<Vec<Journal>, String> {
+    let files = journal::find(path).map_err(|e| e.to_string())?;
+    if files.is_empty() {
+        return Err(format!("no journals (*.vlj) found in {}", path.display()));
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let canonical = std::fs::canonicalize(&f).unwrap_or_else(|_| f.clone());
+        if !seen.insert(canonical) {
+            continue; // given twice (a folder and a journal inside it)
+        }
+        let j = journal::read(&f).map_err(|e| e.to_string())?;
+        for w in &j.warnings {
+            eprintln!("vramledger: warning: {w}");
+        }
+        out.push(j);
+    }
+    Ok(out)
+}
+
+/// `vramledger size` on one run folder; `None` when it cannot size it (said on stderr).
+fn size(path: &Path, model_config: Option<&Path>) -> Option<Sizing> {
+    let args = SizeArgs {
+        run: Some(path.to_path_buf()),
+        model_config: model_config.map(Path::to_path_buf),
+        margin_gib: 1.0, // `vramledger size`'s default
+        ..SizeArgs::default()
+    };
+    match sizing_cli::build(&args) {
+        Ok(report) => Some(Sizing {
+            fits: report.exit_code() == 0,
+            json: crate::output::size_json::render(&report),
+        }),
+        Err(e) => {
+            eprintln!(
+                "vramledger: note: no sizing rows for {}: {e}",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// Runs `vramledger export`; returns the exit code.
+pub fn main(args: ExportArgs) -> i32 {
+    let mut seen = BTreeSet::new();
+    // run id (or, without one, the path) → sources and journals
+    let mut groups: BTreeMap<String, RunInput> = BTreeMap::new();
+    let mut whole: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
+    for path in &args.runs {
+        let journals = match read_all(path, &mut seen) {
+            Ok(j) => j,
+            Err(e) => return super::fail(e),
+        };
+        for j in journals {
+            let run_id = j.header.get("run_id").unwrap_or("").to_string();
+            let key = if run_id.is_empty() {
+                format!("\0{}", path.display())
+            } else {
+                run_id.clone()
+            };
+            whole.entry(path.clone()).or_default().insert(key.clone());
+            let g = groups.entry(key).or_insert_with(|| RunInput {
+                run_id,
+                sources: Vec::new(),
+                journals: Vec::new(),
+                sizing: None,
+            });
+            if !g.sources.contains(path) {
+                g.sources.push(path.clone());
+            }
+            g.journals.push(j);
+        }
+    }
+    // Sizing reads a whole folder: only for a run that is exactly one folder's journals.
+    for (key, g) in groups.iter_mut() {
+        if let [only] = g.sources.as_slice() {
+            if only.is_dir()
+                && whole
+                    .get(only)
+                    .is_some_and(|k| k.len() == 1 && k.contains(key))
+            {
+                g.sizing = size(only, args.model_config.as_deref());
+            }
+        }
+    }
+    let mut db = match sqlite::schema::open(&args.sqlite) {
+        Ok(c) => c,
+        Err(e) => return super::fail(e),
+    };
+    let runs: Vec<RunInput> = groups.into_values().collect();
+    let outcomes = match sqlite::append(&mut db, &runs, args.replace, args.model_name.as_deref()) {
+        Ok(o) => o,
+        Err(e) => return super::fail(e),
+    };
+    for (run, o) in runs.iter().zip(outcomes) {
+        let name = if run.run_id.is_empty() {
+            run.sources
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            format!("run {}", run.run_id)
+        };
+        let line = match o {
+            Outcome::Added { run_key, processes } => format!(
+                "{name}: added as run_key {run_key} ({processes} processes{})",
+                if run.sizing.is_some() { ", sizing" } else { "" }
+            ),
+            Outcome::AlreadyThere { run_key } => {
+                format!("{name}: already stored as run_key {run_key} with the same content; nothing added")
+            }
+            Outcome::Replaced { run_key, old_key } => {
+                format!("{name}: replaced run_key {old_key} by run_key {run_key}")
+            }
+        };
+        eprintln!("vramledger: {line}");
+    }
+    0
+}

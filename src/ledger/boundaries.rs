@@ -1,0 +1,322 @@
+//! Stage boundaries of one journal, and what set each one.
+//!
+//! The stage records the shim wrote (an engine line, a rule-file line or an explicit
+//! `vramledger_stage` mark) are the first source. Where a line is missing or reworded, the API
+//! events the journal holds set the boundary instead, so a journal recorded by an older shim
+//! gains the stage on replay:
+//! - the first NCCL communicator event (an NCCL-owned allocation, an NCCL registration or a
+//!   peer import) while still in `startup` opens `dist_init`;
+//! - a stream capture that begins outside a graph-capture stage opens `graph_capture`, unless
+//!   the stage is `memory_profiling` (vLLM's V1 runner captures throwaway graphs there to
+//!   estimate their memory) or `serving`;
+//! - a graph-capture stage that ends at a boundary other than `post_capture` (or at the end of
+//!   the journal) gets `post_capture` right after its last capture end;
+//! - vLLM's "Model loading took X GiB and T seconds" without a begin line starts `weight_load`
+//!   T seconds before the line.
+//!
+//! API events never override an explicit mark or a rule-file stage. A stage record that repeats
+//! the stage an API event already opened (the line arrived later, e.g. a tqdm bar without a
+//! newline) is the same boundary, not a new one; so is an engine line repeating the stage an
+//! engine line opened (another rank's prefix in the same process). Every consumer of stage spans (the books, the
+//! snapshot, the HTML timeline) reads them from [`derive`], so they agree by construction.
+
+use vramledger_engines::log::{self, event as ev, stage as st};
+use vramledger_format::{Api, Event, Kind, Owner};
+
+use crate::journal::Journal;
+
+/// What set a stage boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetBy {
+    /// Nothing: the books open in `startup` (or the shim's own opening record).
+    Implicit,
+    /// A line of the engine's output recognised by the grammar.
+    EngineLine,
+    /// A driver or NCCL event in the journal (no line said so).
+    ApiEvent,
+    /// The program called `vramledger_stage`.
+    ExplicitMark,
+    /// A line matched by a `VRAMLEDGER_RULES` rule file.
+    RuleFile,
+    /// The end of the journal (for the end of the last stage).
+    EndOfJournal,
+}
+
+impl SetBy {
+    /// The name used in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            SetBy::Implicit => "implicit",
+            SetBy::EngineLine => "engine_line",
+            SetBy::ApiEvent => "api_event",
+            SetBy::ExplicitMark => "explicit_mark",
+            SetBy::RuleFile => "rule_file",
+            SetBy::EndOfJournal => "end_of_journal",
+        }
+    }
+
+    /// Whether an API event may set the next boundary (never over a mark or a rule).
+    fn yields_to_api(self) -> bool {
+        matches!(self, SetBy::Implicit | SetBy::EngineLine | SetBy::ApiEvent)
+    }
+}
+
+/// One boundary: the stage `name` starts at event `index`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageBoundary {
+    pub name: String,
+    /// The first event of the stage (a stage record, or the API event that opened it).
+    pub index: usize,
+    pub t_ns: u64,
+    /// The engine or rule line of the stage record, if any.
+    pub line: Option<String>,
+    pub set_by: SetBy,
+    /// For people: which line, event or rule, and how a derived boundary was placed.
+    pub detail: String,
+    /// A stage record whose boundary samples follow it (free memory read at this very point).
+    pub sampled: bool,
+}
+
+/// Whether `e` is a stage record that [`derive`] folded into the stage already open.
+pub fn is_repeat(boundaries: &[StageBoundary], i: usize, e: &Event) -> bool {
+    e.kind() == Some(Kind::Stage) && boundaries.binary_search_by_key(&i, |b| b.index).is_err()
+}
+
+fn is_capture_stage(name: &str) -> bool {
+    name.starts_with(st::GRAPH_CAPTURE)
+}
+
+/// Why `e` belongs to communicator creation, if it does.
+fn communicator_event(e: &Event) -> Option<String> {
+    let api = e.api().map_or("?", Api::name);
+    match e.kind()? {
+        Kind::Alloc | Kind::VmmCreate if e.owner() == Owner::Nccl && e.result == 0 => {
+            Some(format!("the first NCCL allocation ({api})"))
+        }
+        Kind::Register => Some(format!("an NCCL buffer registration ({api})")),
+        Kind::VmmImport => Some(format!("a peer's memory imported ({api})")),
+        _ => None,
+    }
+}
+
+fn record_boundary(i: usize, e: &Event, first: bool) -> StageBoundary {
+    let (name, line) = match e.text.split_once('\n') {
+        Some((n, l)) => (n.to_string(), Some(l.to_string())),
+        None => (e.text.clone(), None),
+    };
+    let (set_by, detail) = match (e.api(), &line) {
+        (Some(Api::VramledgerLogLine), Some(l)) if log::classify(l).is_some() => {
+            (SetBy::EngineLine, l.trim().to_string())
+        }
+        (Some(Api::VramledgerLogLine), Some(l)) => (SetBy::RuleFile, l.trim().to_string()),
+        _ if first && name == st::STARTUP => (SetBy::Implicit, String::new()),
+        _ => (SetBy::ExplicitMark, format!("vramledger_stage(\"{name}\")")),
+    };
+    StageBoundary {
+        name,
+        index: i,
+        t_ns: e.t_ns,
+        line,
+        set_by,
+        detail,
+        sampled: true,
+    }
+}
+
+fn derived(name: &str, i: usize, t_ns: u64, set_by: SetBy, detail: String) -> StageBoundary {
+    StageBoundary {
+        name: name.to_string(),
+        index: i,
+        t_ns,
+        line: None,
+        set_by,
+        detail,
+        sampled: false,
+    }
+}
+
+/// Per-journal scan state.
+#[derive(Default)]
+struct Scan {
+    out: Vec<StageBoundary>,
+    /// `out` is only the implicit opening `startup` (no event has set anything yet).
+    implicit_opening: bool,
+    /// Index of the last capture end in the current capture stage.
+    last_capture_end: Option<usize>,
+    open_captures: usize,
+}
+
+impl Scan {
+    fn current(&self) -> &StageBoundary {
+        &self.out[self.out.len() - 1]
+    }
+
+    /// Closes a graph-capture stage that ends at `next` (name, index; `None`: the journal's
+    /// end) with `post_capture` right after its last capture end.
+    fn close_capture(&mut self, next: Option<(&str, usize)>, j: &Journal) {
+        let cur = self.current();
+        if !is_capture_stage(&cur.name) || !cur.set_by.yields_to_api() || self.open_captures > 0 {
+            return;
+        }
+        if next.is_some_and(|(n, _)| n == st::POST_CAPTURE || is_capture_stage(n)) {
+            return;
+        }
+        let Some(end) = self.last_capture_end else {
+            return;
+        };
+        let at = end + 1;
+        if at >= next.map_or(j.events.len(), |(_, i)| i) {
+            return;
+        }
+        let api = j.events[end].api().map_or("?", Api::name);
+        self.out.push(derived(
+            st::POST_CAPTURE,
+            at,
+            j.events[at].t_ns,
+            SetBy::ApiEvent,
+            format!("after the last stream capture ended ({api})"),
+        ));
+        self.last_capture_end = None;
+    }
+
+    /// Appends `b` (its index is past every boundary so far, or equal to an opening that holds
+    /// no event yet, which it replaces).
+    fn push(&mut self, b: StageBoundary, j: &Journal) {
+        self.close_capture(Some((&b.name, b.index)), j);
+        let cur = self.current();
+        if b.index < cur.index || (b.index == cur.index && cur.sampled) {
+            return;
+        }
+        if b.index == cur.index {
+            self.out.pop();
+        }
+        self.implicit_opening = false;
+        self.last_capture_end = None;
+        self.out.push(b);
+    }
+}
+
+/// vLLM's "Model loading took X GiB and T seconds" at record `i` of a stage that is not
+/// `weight_load`: the event where loading began, T seconds earlier (after the current stage's
+/// first event).
+fn load_begin(j: &Journal, s: &Scan, i: usize, line: &str) -> Option<StageBoundary> {
+    let b = log::classify(line)?;
+    if b.engine != log::Engine::Vllm || b.event != ev::LOAD_MODEL_END {
+        return None;
+    }
+    let took = b.numbers.time_s.filter(|t| t.is_finite() && *t >= 0.0)?;
+    let cur = s.current();
+    if cur.name == st::WEIGHT_LOAD || !cur.set_by.yields_to_api() {
+        return None;
+    }
+    let target = j.events[i].t_ns.saturating_sub((took * 1e9) as u64);
+    let from = cur.index + 1;
+    // The stage starts at that instant; its first event is the first one at or after it.
+    let k = (from..i).find(|&k| j.events[k].t_ns >= target)?;
+    Some(derived(
+        st::WEIGHT_LOAD,
+        k,
+        target.max(j.events[from - 1].t_ns),
+        SetBy::EngineLine,
+        format!(
+            "{took} s before '{}' (the duration it prints; no begin line was recorded)",
+            b.text
+        ),
+    ))
+}
+
+/// The stage boundaries of `j`, in event order (strictly increasing indexes); the first opens
+/// `startup`.
+pub fn derive(j: &Journal) -> Vec<StageBoundary> {
+    let mut s = Scan::default();
+    for (i, e) in j.events.iter().enumerate() {
+        let kind = e.kind();
+        if kind == Some(Kind::Stage) {
+            let rec = record_boundary(i, e, s.out.is_empty() || s.implicit_opening);
+            if s.out.is_empty() {
+                s.out.push(rec);
+                continue;
+            }
+            if s.implicit_opening && rec.name == s.out[0].name {
+                s.out[0] = rec;
+                s.implicit_opening = false;
+                continue;
+            }
+            let cur = s.current();
+            if cur.set_by == SetBy::EngineLine
+                && rec.set_by == SetBy::EngineLine
+                && rec.name == cur.name
+            {
+                // Another rank's line (its own tracker) entering the stage this process is in.
+                continue;
+            }
+            if cur.set_by == SetBy::ApiEvent && rec.name == cur.name {
+                // The line of a boundary an API event already set: the same boundary.
+                let late_ms = rec.t_ns.saturating_sub(cur.t_ns) as f64 / 1e6;
+                let last = s.out.len() - 1;
+                let b = &mut s.out[last];
+                b.detail = format!(
+                    "{}; the line came {late_ms:.1} ms later: {}",
+                    b.detail, rec.detail
+                );
+                if b.line.is_none() {
+                    b.line = rec.line;
+                }
+                continue;
+            }
+            if let Some(w) = rec.line.as_deref().and_then(|l| load_begin(j, &s, i, l)) {
+                s.push(w, j);
+            }
+            s.push(rec, j);
+            continue;
+        }
+        if s.out.is_empty() {
+            s.out
+                .push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
+            s.implicit_opening = true;
+        }
+        let cur = s.current();
+        let free_to_set = cur.set_by.yields_to_api();
+        match kind {
+            Some(Kind::CaptureBegin) => {
+                let opens = free_to_set
+                    && !is_capture_stage(&cur.name)
+                    && cur.name != st::MEMORY_PROFILING
+                    && cur.name != st::SERVING;
+                if opens {
+                    let api = e.api().map_or("?", Api::name);
+                    let why = format!("a stream capture began ({api})");
+                    s.push(
+                        derived(st::GRAPH_CAPTURE, i, e.t_ns, SetBy::ApiEvent, why),
+                        j,
+                    );
+                }
+                s.open_captures += 1;
+            }
+            Some(Kind::CaptureEnd) => {
+                s.open_captures = s.open_captures.saturating_sub(1);
+                if is_capture_stage(&s.current().name) {
+                    s.last_capture_end = Some(i);
+                }
+            }
+            _ if free_to_set && cur.name == st::STARTUP => {
+                if let Some(why) = communicator_event(e) {
+                    let why = format!("NCCL communicator creation: {why}");
+                    s.push(derived(st::DIST_INIT, i, e.t_ns, SetBy::ApiEvent, why), j);
+                }
+            }
+            _ => {}
+        }
+    }
+    if s.out.is_empty() {
+        s.out
+            .push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
+    } else {
+        s.close_capture(None, j);
+    }
+    s.out
+}
+
+#[cfg(test)]
+#[path = "boundaries_tests.rs"]
+mod tests;

@@ -1,0 +1,78 @@
+//! The `vramledger size RUN` entry for vLLM runs: flags, the optional engine output, the model.
+
+use vramledger_engines::sizing::model::ModelGeometry;
+
+use super::{plan, run, VllmAsk, VllmReport};
+use crate::sizing_cli::SizeArgs;
+
+/// `vramledger size RUN` for a vLLM run (optionally with `--log`, the engine's output).
+pub fn size_run_command(args: &SizeArgs, path: &std::path::Path) -> Result<VllmReport, String> {
+    if args.mem_fraction_static.is_some() {
+        return Err(
+            "vLLM has no mem_fraction_static: use --gpu-memory-utilization for a vLLM run".into(),
+        );
+    }
+    if args.attempt.is_some_and(|a| a != 1) {
+        return Err("--attempt picks a startup of a vLLM log; a run holds one".into());
+    }
+    let log_text = match &args.log {
+        Some(p) => {
+            let bytes =
+                std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        None => None,
+    };
+    let lines = run::read(path, log_text.as_deref())?;
+    let model = run_model(args, path, lines.config.model.as_deref())?;
+    let ask = plan::RunAsk {
+        ask: VllmAsk {
+            model: &model,
+            attempt: None,
+            utilization: args.gpu_memory_utilization,
+            gpu_mem_mib: args.gpu_mem_mib,
+            block_size: args.page_size,
+            kv_cache_dtype: args.kv_cache_dtype.as_deref(),
+            tp: args.tp,
+            context_length: args.context_length,
+        },
+        margin_gib: args.margin_gib,
+        what_if_utilization: &args.what_if_gpu_memory_utilization,
+        what_if_max_model_len: &args.what_if_context_length,
+    };
+    let mut r = plan::size_run(&lines, &model, &ask)?;
+    r.notes.extend(lines.warnings.iter().cloned());
+    Ok(r)
+}
+
+/// `--model-config`, else `config.json` in the run folder, else in the logged model folder.
+fn run_model(
+    args: &SizeArgs,
+    run: &std::path::Path,
+    logged: Option<&str>,
+) -> Result<ModelGeometry, String> {
+    let mut candidates = Vec::new();
+    match &args.model_config {
+        Some(p) => candidates.push(p.clone()),
+        None => {
+            if run.is_dir() {
+                candidates.push(run.join("config.json"));
+            }
+            if let Some(m) = logged {
+                candidates.push(std::path::Path::new(m).join("config.json"));
+            }
+        }
+    }
+    let Some(path) = candidates
+        .iter()
+        .find(|c| args.model_config.is_some() || c.is_file())
+    else {
+        return Err(
+            "--model-config is needed: the KV bytes per token come from the model's config.json"
+                .into(),
+        );
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
