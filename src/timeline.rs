@@ -280,6 +280,8 @@ mod tests {
         assert_eq!(
             bands,
             [
+                // The early record is startup's (as in the ledger), placed at the start.
+                ("startup", 6_000_000_000, 6_000_000_000),
                 ("weight_load", 6_000_000_000, 6_002_000_000),
                 ("serving", 6_002_000_000, 6_002_000_000)
             ]
