@@ -17,6 +17,7 @@ pub mod cli;
 pub mod diff;
 pub mod journal;
 pub mod ledger;
+pub mod libpath;
 pub mod metrics;
 pub mod output;
 pub mod python_boot;
