@@ -23,9 +23,6 @@ use vramledger_format::{
     check_preamble, Event, Header, Kind, PreambleCheck, FORMAT_VERSION, PREAMBLE_LEN,
 };
 
-/// The writer grows a journal in chunks of this size (docs/journal.md).
-pub const JOURNAL_CHUNK: usize = 4 << 20;
-
 /// One process's journal, decoded.
 #[derive(Debug, Clone, Default)]
 pub struct Journal {
@@ -118,6 +115,9 @@ pub fn read(path: &Path) -> Result<Journal, ReadError> {
     parse(path, &bytes)
 }
 
+/// The chunk size of the shim's writer (4 MiB).
+const OLD_WRITER_CHUNK: usize = 4 << 20;
+
 /// Decodes journal bytes.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     let mut j = Journal {
@@ -139,18 +139,20 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     }
     let mut at = PREAMBLE_LEN;
     let mut header_seen = false;
+    // Earlier writers padded only up to a 4 MiB chunk boundary and left the tail of the
+    // straddling reservation as zeros: those zeros right after such a padding are no loss.
+    let mut padded_to_chunk = false;
     // Most records are 104 bytes on disk: reserve once instead of growing.
     j.events.reserve(bytes.len() / 104);
-    // Where the last padding frame ended (see the chunk rollover below).
-    let mut padded_to = None;
     while at + 8 <= bytes.len() {
         match decode_frame(&bytes[at..]) {
             Ok((PADDING_KIND, _, used)) => {
                 at += used;
-                padded_to = Some(at);
+                padded_to_chunk = at.is_multiple_of(OLD_WRITER_CHUNK);
             }
             Ok((kind, payload, used)) => {
                 at += used;
+                padded_to_chunk = false;
                 if kind == Kind::Header as u16 {
                     match Header::decode(payload) {
                         Some(h) if !header_seen => {
@@ -179,10 +181,18 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                 }
             }
             Err(err) => {
+                let after_padding = std::mem::take(&mut padded_to_chunk);
                 if err != FrameError::Empty {
                     j.corrupt = true;
                 }
-                let Some(next) = resync(bytes, at + 8) else {
+                let next = resync(bytes, at + 8);
+                if let (true, FrameError::Empty, Some(n)) = (after_padding, err, next) {
+                    if n - at < frame_len(MAX_PAYLOAD) {
+                        at = n;
+                        continue;
+                    }
+                }
+                let Some(next) = next else {
                     if err != FrameError::Empty && err != FrameError::Truncated {
                         j.warnings.push(format!(
                             "{}: a corrupt record at offset {at} ends the readable part",
@@ -193,17 +203,6 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                     }
                     break;
                 };
-                // The writer's chunk rollover: a record that would straddle a chunk boundary
-                // pads its chunk up to the boundary and is written again further on, so the
-                // part of its first slot past the boundary stays zero. Nothing was lost.
-                let rollover = err == FrameError::Empty
-                    && at.is_multiple_of(JOURNAL_CHUNK)
-                    && padded_to == Some(at)
-                    && next - at < frame_len(MAX_PAYLOAD);
-                if rollover {
-                    at = next;
-                    continue;
-                }
                 j.warnings.push(match err {
                     FrameError::Empty => format!(
                         "{}: a record in flight when the process stopped was lost at offset {at}",
@@ -439,15 +438,15 @@ mod tests {
         // the slot that would have straddled it, then the record written again.
         let mut b = journal_bytes();
         let rec = alloc(0x1000);
-        while b.len() + rec.len() <= JOURNAL_CHUNK - 64 {
+        while b.len() + rec.len() <= OLD_WRITER_CHUNK - 64 {
             b.extend(&rec);
         }
-        let pad = JOURNAL_CHUNK - b.len();
+        let pad = OLD_WRITER_CHUNK - b.len();
         let mut head = vec![0u8; 8];
         head[..4].copy_from_slice(&(FRAME_MAGIC << 16).to_le_bytes());
         head[4..8].copy_from_slice(&((pad - 8) as u32).to_le_bytes());
         b.extend(&head);
-        b.resize(JOURNAL_CHUNK, 0);
+        b.resize(OLD_WRITER_CHUNK, 0);
         b.extend(vec![0u8; 104 - 64]); // the straddler's slot past the boundary
         b.extend(alloc(0x2000));
         let n = b.len();

@@ -19,6 +19,7 @@ pub mod fsout;
 pub mod infile;
 pub mod journal;
 pub mod ledger;
+pub mod libpath;
 pub mod metrics;
 pub mod model_config;
 pub mod output;

@@ -1,12 +1,12 @@
 //! `vramledger run`: start a command under the preload and report when it ends.
 //!
-//! Sets `LD_PRELOAD` to the `libvramledger.so` next to the CLI (children inherit it, so
+//! Sets `LD_PRELOAD` to `libvramledger.so` (found by [`crate::libpath`]; children inherit it, so
 //! SGLang's spawned workers are covered), a fresh run id, and the journal folder (created
 //! private, 0700); relays SIGINT, SIGTERM and SIGHUP to the command ([`crate::run_signals`]),
 //! waits for it and passes its exit code through (128 + signal when it was killed).
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::run_signals;
@@ -15,6 +15,10 @@ use crate::run_signals;
 pub struct RunSpec {
     pub out: PathBuf,
     pub command: Vec<String>,
+    /// `--lib PATH`: the preload library to use (see [`crate::libpath`] for the search).
+    pub lib: Option<PathBuf>,
+    /// Send the command's stdout to vramledger's stderr (`run --json`: stdout is the report's).
+    pub stdout_to_stderr: bool,
 }
 
 /// What happened.
@@ -22,22 +26,6 @@ pub struct RunOutcome {
     pub exit_code: i32,
     pub run_id: String,
     pub out: PathBuf,
-}
-
-/// The library shipped next to the CLI binary.
-pub fn library_next_to_cli() -> Result<PathBuf, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot locate the vramledger binary: {e}"))?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let lib = dir.join("libvramledger.so");
-    if lib.is_file() {
-        Ok(lib)
-    } else {
-        Err(format!(
-            "libvramledger.so is not next to the CLI ({}); build the workspace (`cargo build --release`) or copy it there",
-            lib.display()
-        ))
-    }
 }
 
 fn new_run_id() -> String {
@@ -50,7 +38,7 @@ fn new_run_id() -> String {
 
 /// Runs the command to completion.
 pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
-    let lib = library_next_to_cli()?;
+    let lib = crate::libpath::for_this_cli(spec.lib.as_deref())?;
     let (program, args) = spec.command.split_first().ok_or_else(|| {
         "no command given: use `vramledger run [--out DIR] -- CMD ARGS...`".to_string()
     })?;
@@ -72,10 +60,19 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
     };
     // Python processes load vramledger's pool hooks; the folder lives until the command ends.
     let python_boot = crate::python_boot::prepare(&run_id);
+    let mut cmd = Command::new(program);
+    if spec.stdout_to_stderr {
+        use std::os::fd::AsFd;
+        let err = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| format!("cannot pass stderr on to {program}: {e}"))?;
+        cmd.stdout(err);
+    }
     // Relay SIGINT/SIGTERM/SIGHUP to the command (`run_signals`); installed before the spawn
     // so no signal finds vramledger with its default action between the two.
     run_signals::install();
-    let mut child = Command::new(program)
+    let mut child = cmd
         .args(args)
         .envs(python_boot.env())
         .env("LD_PRELOAD", preload)

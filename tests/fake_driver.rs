@@ -44,6 +44,18 @@ fn torch_like_accounts_allocator_capture_expandable_pools_and_host_memory() {
 }
 
 #[test]
+fn a_child_forked_after_cuinit_cannot_use_cuda() {
+    let out = clients().run_ok("fork_driver", &[], &[]);
+    // Forked before any cuInit: a process like any other (this child has no context, so the
+    // allocation asks for one).
+    out.assert_line("child forked before cuInit: cuInit=0 cuDeviceGetCount=0 cuMemAlloc=201");
+    out.assert_line("parent: cuInit=0 cuDeviceGetCount=0 devices=2");
+    // Forked after: every call answers CUDA_ERROR_NOT_INITIALIZED, cuInit included.
+    out.assert_line("child forked after cuInit: cuInit=3 cuDeviceGetCount=3 cuMemAlloc=3");
+    out.assert_line("parent after the child: cuDeviceGetCount=0");
+}
+
+#[test]
 fn cublas_workspace_is_allocated_and_freed() {
     let out = clients().run_ok("cublas_like", &[], &[]);
     out.assert_line("cublas workspace 4MiB: rc=0 used=304MiB");
@@ -86,11 +98,11 @@ fn many_threads_allocate_concurrently() {
 }
 
 #[test]
-fn fork_child_inherits_state_and_parent_is_unaffected() {
+fn forked_child_cannot_use_cuda_and_parent_is_unaffected() {
     let out = clients().run_ok("fork_child", &[], &[]);
     out.assert_line("parent cudaMalloc 8MiB: rc=0 used=308MiB");
-    out.assert_line("child cudaMalloc 4MiB: rc=0 used=312MiB");
-    out.assert_line("child cudaFree: rc=0 used=308MiB");
+    // cudaMemGetInfo fails in the child too (used=-1).
+    out.assert_line("child cudaMalloc 4MiB: rc=3 used=-1MiB");
     out.assert_line("parent: child exited status=0");
     out.assert_line("parent cudaMalloc 8MiB after child: rc=0 used=316MiB");
 }

@@ -25,6 +25,9 @@ an unrelated line that mentions nothing
 ";
 
 fn shim() -> PathBuf {
+    if let Some(p) = std::env::var_os("VRAMLEDGER_TEST_SHIM") {
+        return PathBuf::from(p); // another build of the library, to compare
+    }
     profile_dir().join("libvramledger.so")
 }
 
@@ -176,4 +179,27 @@ fn lines_that_match_nothing_open_no_journal_and_tap_can_be_off() {
         j_off.is_empty(),
         "the tap was off, nothing should be recorded"
     );
+}
+
+#[test]
+fn a_line_longer_than_any_log_line_is_skipped_whole_and_never_copied() {
+    // 20,000 bytes, then a boundary phrase, on one line: nothing in that line is a stage,
+    // whether it arrives whole or in small pieces; the real startup after it is read as usual.
+    let long = format!(
+        "{}[2025-06-01 10:00:00 TP0] Init torch distributed begin.\n",
+        "x".repeat(20_000)
+    );
+    let text = format!("{long}{SGLANG_STARTUP}");
+    for chunk in [7, 65536] {
+        let j = run_writer(&format!("long{chunk}"), &text, chunk, 1, &[]);
+        let st = stages(&j);
+        assert_eq!(names(&j), EXPECTED, "chunk {chunk}");
+        assert!(
+            st[1]
+                .1
+                .starts_with("[2025-06-01 10:00:00 TP0] Init torch distributed begin."),
+            "chunk {chunk}: {:?}",
+            &st[1].1[..st[1].1.len().min(80)]
+        );
+    }
 }

@@ -11,7 +11,8 @@ use std::sync::OnceLock;
 pub struct Config {
     /// Where journals go (`VRAMLEDGER_OUT`, default `./vramledger-out`).
     pub out_dir: String,
-    /// Run id shared by every process of one `vramledger run` (`VRAMLEDGER_RUN_ID`).
+    /// Run id shared by every process of one `vramledger run` (`VRAMLEDGER_RUN_ID`), reduced
+    /// to `[A-Za-z0-9._-]` (it is part of the journal's file name).
     pub run_id: String,
     /// Sample NVML at context creation and stage boundaries (`VRAMLEDGER_NVML`, default on).
     pub nvml: bool,
@@ -58,15 +59,22 @@ pub fn disabled() -> bool {
     }
 }
 
+/// `VRAMLEDGER_DISABLE` as the environment says now, without caching it (for the library's
+/// load, when a program may still set its settings before its first CUDA call).
+pub fn disabled_now() -> bool {
+    truthy(env(c"VRAMLEDGER_DISABLE"), false)
+}
+
 /// The settings (read on first use).
 pub fn get() -> &'static Config {
     CONFIG.get_or_init(|| Config {
         out_dir: env(c"VRAMLEDGER_OUT")
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "vramledger-out".to_string()),
-        run_id: env(c"VRAMLEDGER_RUN_ID")
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "adhoc".to_string()),
+        run_id: crate::journal::file::name_part(
+            &env(c"VRAMLEDGER_RUN_ID").unwrap_or_default(),
+            "adhoc",
+        ),
         nvml: truthy(env(c"VRAMLEDGER_NVML"), true),
         debug: truthy(env(c"VRAMLEDGER_DEBUG"), false),
         tap: truthy(env(c"VRAMLEDGER_TAP"), true),

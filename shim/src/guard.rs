@@ -4,7 +4,9 @@
 //!   fires while vramledger is recording on the same thread);
 //! - the recording half of every hook runs under `catch_unwind`; a panic switches the
 //!   whole library to pass-through with one warning on stderr;
-//! - `VRAMLEDGER_DISABLE=1` makes every hook a plain forward.
+//! - `VRAMLEDGER_DISABLE=1` makes every hook a plain forward;
+//! - `errno` is the same after the recording as before it (the target may read it after
+//!   any call, and a journal write or an NVML reading could change it).
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -37,7 +39,11 @@ pub fn record<F: FnOnce()>(f: F) {
     if !entered {
         return;
     }
+    // SAFETY: errno is thread-local; its address is this thread's for as long as it runs.
+    let errno = unsafe { libc::__errno_location() };
+    let saved = unsafe { *errno };
     let outcome = catch_unwind(AssertUnwindSafe(f));
+    unsafe { *errno = saved };
     let _ = BUSY.try_with(|b| b.set(false));
     if outcome.is_err() {
         give_up("an internal error (panic) while recording");
@@ -54,16 +60,68 @@ pub fn give_up(why: &str) {
     }
 }
 
+/// Like [`give_up`], from a signal handler: no allocation, no lock.
+pub fn give_up_in_signal(why: &'static str) {
+    if !BROKEN.swap(true, Ordering::Relaxed) {
+        let mut buf = [0u8; 512];
+        let mut n = prefix(&mut buf);
+        for part in [
+            why.as_bytes(),
+            b"; recording stopped, calls pass through unchanged\n",
+        ] {
+            let take = part.len().min(buf.len() - n);
+            buf[n..n + take].copy_from_slice(&part[..take]);
+            n += take;
+        }
+        raw_stderr(&buf[..n]);
+    }
+}
+
+/// `vramledger[PID]: ` into `buf`, returning its length (no allocation).
+fn prefix(buf: &mut [u8; 512]) -> usize {
+    // SAFETY: getpid has no preconditions.
+    let mut pid = unsafe { libc::getpid() } as u32;
+    let head = b"vramledger[";
+    buf[..head.len()].copy_from_slice(head);
+    let mut n = head.len();
+    let mut digits = [0u8; 10];
+    let mut d = 0;
+    loop {
+        digits[d] = b'0' + (pid % 10) as u8;
+        d += 1;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    while d > 0 {
+        d -= 1;
+        buf[n] = digits[d];
+        n += 1;
+    }
+    buf[n..n + 3].copy_from_slice(b"]: ");
+    n + 3
+}
+
+/// Straight to the kernel: never through the interposed `write` (the tap), errno kept.
+fn raw_stderr(bytes: &[u8]) {
+    // SAFETY: errno is thread-local; a raw write(2) of a valid buffer, errors ignored.
+    unsafe {
+        let saved = *libc::__errno_location();
+        libc::syscall(libc::SYS_write, 2, bytes.as_ptr(), bytes.len());
+        *libc::__errno_location() = saved;
+    }
+}
+
 /// One line on stderr, prefixed so it stands out in server logs.
 #[cold]
 pub fn warn(msg: &str) {
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
-    let line = format!("vramledger[{pid}]: {msg}\n");
-    // SAFETY: writing a valid buffer to fd 2; errors are ignored on purpose.
-    unsafe {
-        libc::write(2, line.as_ptr().cast(), line.len());
-    }
+    let mut buf = [0u8; 512];
+    let n = prefix(&mut buf);
+    let mut line = buf[..n].to_vec();
+    line.extend_from_slice(msg.as_bytes());
+    line.push(b'\n');
+    raw_stderr(&line);
 }
 
 /// A debug line, only with `VRAMLEDGER_DEBUG=1`.

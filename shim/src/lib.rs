@@ -26,9 +26,25 @@ pub mod forksafe;
 pub mod guard;
 pub mod hooks;
 pub mod journal;
+pub mod lifetime;
 pub mod nvml;
 pub mod pools;
 pub mod pools_api;
 pub mod process;
 pub mod recorder;
+pub mod rules_file;
 pub mod stages;
+
+/// Runs when the library is loaded, before the program's own code: connects the stdio
+/// wrappers to the tap and reads the rule file (so a warning about it comes before any line
+/// the program prints). Neither reads nor resolves anything with `VRAMLEDGER_DISABLE=1`.
+extern "C" fn on_load() {
+    let _ = std::panic::catch_unwind(|| {
+        hooks::stdio::init_at_load();
+        hooks::tap::init_at_load();
+    });
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

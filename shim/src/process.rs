@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::ffi::CStr;
 
 use vramledger_engines::log::settings;
+use vramledger_engines::redact;
 use vramledger_format::Header;
 
 use crate::config;
@@ -63,11 +64,10 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// Settings that change how memory is allocated, recorded in every header.
-const ENV_PREFIXES: &[&str] = &["PYTORCH_", "NCCL_", "SGLANG_", "VLLM_", "CUDA_", "TORCH_"];
-
-/// The header of a new journal.
-pub fn header(driver_version: Option<i32>) -> Header {
+/// The header of a new journal, started at `start_unix_ns` / `start_mono_ns`. Secrets never
+/// get in (`vramledger_engines::redact`): the command line has its secret values replaced
+/// and the environment is recorded for an allow-list of names only.
+pub fn header(driver_version: Option<i32>, start_unix_ns: u64, start_mono_ns: u64) -> Header {
     let mut h = Header::default();
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
@@ -75,16 +75,19 @@ pub fn header(driver_version: Option<i32>) -> Header {
     h.push("ppid", ppid.to_string());
     h.push("run_id", config::get().run_id.clone());
     h.push("host", hostname());
-    h.push("start_unix_ns", realtime_ns().to_string());
-    h.push("start_mono_ns", mono_ns().to_string());
+    h.push("start_unix_ns", start_unix_ns.to_string());
+    h.push("start_mono_ns", start_mono_ns.to_string());
     h.push("shim_version", env!("CARGO_PKG_VERSION"));
     if let Ok(cmd) = std::fs::read("/proc/self/cmdline") {
         let cmd = cmd.strip_suffix(&[0]).unwrap_or(&cmd);
-        // Never a secret in a journal: `--api-key X` and the like are redacted.
-        h.push(
-            "cmdline",
-            settings::redact_cmdline(&String::from_utf8_lossy(cmd)),
-        );
+        let args: Vec<String> = cmd
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        // Secret values by their flag's name, then anything shaped like a token or a URL
+        // password whatever its flag (`settings::redact_cmdline`).
+        let by_name = redact::redact_args(&args).join("\0");
+        h.push("cmdline", settings::redact_cmdline(&by_name));
     }
     if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
         h.push("exe", exe.to_string_lossy().into_owned());
@@ -100,12 +103,8 @@ pub fn header(driver_version: Option<i32>) -> Header {
         let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
             continue;
         };
-        if ENV_PREFIXES.iter().any(|p| k.starts_with(p))
-            || k == "RANK"
-            || k == "LOCAL_RANK"
-            || k == "WORLD_SIZE"
-        {
-            h.push(format!("env.{k}"), settings::redact_env(k, v));
+        if let Some(v) = redact::env_value(k, v) {
+            h.push(format!("env.{k}"), settings::redact_env(k, &v));
         }
     }
     for (name, path) in cuda_libraries() {

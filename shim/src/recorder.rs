@@ -18,6 +18,10 @@ use crate::{journal, process, stages};
 
 static LIVE: ForkSafeMutex<LiveBooks> = ForkSafeMutex::new();
 static DEVICES_SEEN: AtomicU64 = AtomicU64::new(0);
+/// The journal's start (CLOCK_MONOTONIC ns), as its header says. No record is stamped
+/// earlier: an event stamped before the journal opened (the `cuInit` that opens it) takes
+/// the start time.
+static START_MONO: AtomicU64 = AtomicU64::new(0);
 
 /// Opens the journal on first use (header, then the current stage).
 pub fn ensure() -> bool {
@@ -31,7 +35,9 @@ pub fn ensure() -> bool {
 }
 
 fn opening_records(driver_version: Option<i32>) -> Vec<(u16, Vec<u8>)> {
-    let header = process::header(driver_version);
+    let start_mono = process::mono_ns();
+    START_MONO.store(start_mono, Ordering::Release);
+    let header = process::header(driver_version, process::realtime_ns(), start_mono);
     let mut out = vec![(Kind::Header as u16, header.encode())];
     let (id, name) = stages::current();
     let mut e = event(Kind::Stage, Api::VramledgerStage);
@@ -70,6 +76,9 @@ pub fn event(kind: Kind, api: Api) -> Event {
 }
 
 fn new_module(id: u32, path: &str) {
+    if !ensure() {
+        return;
+    }
     let mut e = event(Kind::Module, Api::None);
     e.module = id;
     journal::append_event(&e, path.as_bytes());
@@ -128,6 +137,7 @@ pub fn emit(e: &Event, text: &[u8]) {
         return;
     }
     let mut e = e.clone();
+    e.t_ns = e.t_ns.max(START_MONO.load(Ordering::Relaxed));
     book(&mut e);
     note_device(e.device);
     journal::append_event(&e, text);
@@ -149,6 +159,7 @@ impl Ticket {
                 event: e,
             };
         }
+        e.t_ns = e.t_ns.max(START_MONO.load(Ordering::Relaxed));
         book(&mut e);
         let slot = journal::reserve(EVENT_FIXED_LEN);
         Ticket { slot, event: e }
@@ -249,14 +260,19 @@ pub fn sample_meminfo() -> Option<(i32, u64, u64)> {
 pub fn sample_nvml() {
     for d in devices_seen() {
         if let Some(s) = crate::nvml::sample(d) {
-            let mut e = event(Kind::NvmlSample, Api::NvmlSample);
-            e.device = d;
-            e.arg0 = s.device_free;
-            e.arg1 = s.device_total;
-            e.arg2 = s.process_used.unwrap_or(u64::MAX);
-            emit(&e, b"");
+            nvml_event(d, s);
         }
     }
+}
+
+/// Records one NVML reading of device `d`.
+pub fn nvml_event(d: i32, s: crate::nvml::Sample) {
+    let mut e = event(Kind::NvmlSample, Api::NvmlSample);
+    e.device = d;
+    e.arg0 = s.device_free;
+    e.arg1 = s.device_total;
+    e.arg2 = s.process_used.unwrap_or(u64::MAX);
+    emit(&e, b"");
 }
 
 /// Records an engine settings line (`line`, as printed) and the model folder it names: secrets
@@ -306,6 +322,8 @@ pub unsafe fn c_bytes<'a>(p: *const std::ffi::c_char) -> &'a [u8] {
 /// In a forked child: new journal, new module ids, empty books.
 pub fn reset_after_fork() {
     journal::reset_after_fork();
+    DEVICES_SEEN.store(0, Ordering::Relaxed);
+    crate::lifetime::reset_in_child();
     attribution::reset_modules();
     process::reset_tid();
     LIVE.reset_in_child();

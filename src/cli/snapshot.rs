@@ -143,11 +143,11 @@ pub fn main(args: SnapshotArgs) -> i32 {
     };
     let devices: usize = snap.processes.iter().map(|p| p.devices.len()).sum();
     eprintln!(
-        "vramledger: wrote a {} snapshot {} ({} processes, {} devices) to {}",
+        "vramledger: wrote a {} snapshot {} ({}, {}) to {}",
         args.format.name(),
         at.describe(),
-        snap.processes.len(),
-        devices,
+        output::count(snap.processes.len(), "process", "processes"),
+        output::count(devices, "device", "devices"),
         to
     );
     0

@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_abi.h"
 #include "fake_libs.h"
@@ -20,6 +22,7 @@ static struct {
     CUresult (*cuDeviceGetCount)(int *);
     CUresult (*cuDeviceGetPCIBusId)(char *, int, CUdevice);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
     CUresult (*cuCtxSetCurrent)(CUcontext);
     CUresult (*cuCtxSynchronize)(void);
     CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
@@ -57,6 +60,7 @@ static const struct {
     {"cuDeviceGetCount", 0, (void **)&drv.cuDeviceGetCount, 1},
     {"cuDeviceGetPCIBusId", 0, (void **)&drv.cuDeviceGetPCIBusId, 1},
     {"cuDevicePrimaryCtxRetain", 0, (void **)&drv.cuDevicePrimaryCtxRetain, 1},
+    {"cuDevicePrimaryCtxRelease", 0, (void **)&drv.cuDevicePrimaryCtxRelease, 1},
     {"cuCtxSetCurrent", 0, (void **)&drv.cuCtxSetCurrent, 1},
     {"cuCtxSynchronize", 0, (void **)&drv.cuCtxSynchronize, 1},
     {"cuMemAlloc", 0, (void **)&drv.cuMemAlloc, 1},
@@ -97,6 +101,23 @@ static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext primary[MAX_DEVICES];
 static __thread int thread_device = -1;
 
+/* FAKECUDART_EXIT_TEARDOWN=early|late: like a runtime that releases its primary contexts at
+ * exit, from an atexit handler registered when it initialises ("early", before any context
+ * exists) or at the first allocation ("late", after the context was retained). */
+static void teardown(void) {
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (primary[d]) {
+            drv.cuDevicePrimaryCtxRelease(d);
+            primary[d] = NULL;
+        }
+    }
+}
+
+static int teardown_when(const char *when) {
+    const char *v = getenv("FAKECUDART_EXIT_TEARDOWN");
+    return v && !strcmp(v, when);
+}
+
 static void global_init(void) {
     void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!libcuda) {
@@ -122,6 +143,7 @@ static void global_init(void) {
     CUresult rc = drv.cuInit(0);
     if (rc == CUDA_SUCCESS) rc = drv.cuDeviceGetCount(&device_count);
     init_error = rc;
+    if (rc == CUDA_SUCCESS && teardown_when("early")) atexit(teardown);
 }
 
 /* Bind the calling thread to `dev`'s primary context (retained once per process). */
@@ -179,6 +201,11 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
     if (size == 0) { /* cudaMalloc(0) succeeds with NULL without calling the driver */
         *devPtr = NULL;
         return 0;
+    }
+    static int late_registered;
+    if (!late_registered && teardown_when("late")) {
+        late_registered = 1;
+        atexit(teardown);
     }
     CUdeviceptr p = 0;
     CUresult rc = drv.cuMemAlloc(&p, size);

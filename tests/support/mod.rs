@@ -8,6 +8,7 @@
 //!            and the executables (rpath $ORIGIN; libcuda comes from LD_LIBRARY_PATH).
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod skip;
 pub mod synth;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,11 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("bad_args", &[]),
     ("procaddr_walk", &[]),
     ("tap_writer", &[]),
+    ("faults", &["libcudart.so.13"]),
+    ("hostile_write", &[]),
+    ("dlsym_probe", &[]),
+    ("fork_driver", &[]),
+    ("stdio_lines", &[]),
     (
         "vllm_tp_like",
         &[
@@ -45,7 +51,37 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
             "libcublas.so.13",
         ],
     ),
+    (
+        "server_like",
+        &[
+            "libc10_cuda.so",
+            "libcudart.so.13",
+            "libcublas.so.13",
+            "libnccl.so.2",
+            "libthirdparty.so",
+        ],
+    ),
 ];
+
+/// Executables built from another source or with other flags: (name, source, compiler, flags).
+/// `stdio_lines_chk` is built the way distributions build C (-O2 -D_FORTIFY_SOURCE=2), so its
+/// printf-family calls are the `__*_chk` forms; the C++ ones use iostreams.
+pub const VARIANTS: &[(&str, &str, Compiler, &[&str])] = &[
+    (
+        "stdio_lines_chk",
+        "stdio_lines.c",
+        Compiler::C,
+        &["-O2", "-D_FORTIFY_SOURCE=2"],
+    ),
+    ("iostream_lines", "iostream_lines.cpp", Compiler::Cxx, &[]),
+];
+
+/// Which compiler builds a variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiler {
+    C,
+    Cxx,
+}
 
 /// Debug info for unwinding; frame pointers and no sibling calls so every module keeps its frame.
 const CFLAGS: &[&str] = &[
@@ -103,14 +139,22 @@ fn cc() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".into())
 }
 
+fn cxx() -> String {
+    std::env::var("CXX").unwrap_or_else(|_| "c++".into())
+}
+
 fn run_cc(args: &[String]) {
-    let out = Command::new(cc())
+    run_compiler(&cc(), args)
+}
+
+fn run_compiler(compiler: &str, args: &[String]) {
+    let out = Command::new(compiler)
         .args(args)
         .output()
-        .expect("run cc (is gcc installed?)");
+        .unwrap_or_else(|e| panic!("run {compiler} (are gcc and g++ installed?): {e}"));
     assert!(
         out.status.success(),
-        "cc {}\nfailed with {}:\n{}{}",
+        "{compiler} {}\nfailed with {}:\n{}{}",
         args.join(" "),
         out.status,
         String::from_utf8_lossy(&out.stdout),
@@ -153,6 +197,21 @@ pub fn compile_executable(source: &Path, out: &Path, link: &[PathBuf], rpath_lin
     args.extend(link.iter().map(|p| p.display().to_string()));
     args.extend(["-ldl".into(), "-lpthread".into()]);
     run_cc(&args);
+}
+
+/// Compile a variant executable (no fake libraries linked).
+pub fn compile_variant(source: &Path, out: &Path, compiler: Compiler, flags: &[&str]) {
+    let mut args: Vec<String> = CFLAGS.iter().map(|s| s.to_string()).collect();
+    args.extend(flags.iter().map(|s| s.to_string()));
+    args.push(format!("-I{}", clients_src().display()));
+    args.push("-o".into());
+    args.push(out.display().to_string());
+    args.push(source.display().to_string());
+    args.extend(["-ldl".into(), "-lpthread".into()]);
+    match compiler {
+        Compiler::C => run_cc(&args),
+        Compiler::Cxx => run_compiler(&cxx(), &args),
+    }
 }
 
 /// The built clients of one test binary.
@@ -213,6 +272,9 @@ fn build_all() -> Clients {
             &link,
             &driver_dir,
         );
+    }
+    for (name, source, compiler, flags) in VARIANTS {
+        compile_variant(&src.join(source), &bin_dir.join(name), *compiler, flags);
     }
     Clients {
         root,
@@ -327,4 +389,24 @@ pub fn run(mut cmd: Command) -> RunOutput {
         eprintln!("{}", result.dump());
     }
     result
+}
+
+/// Says that the running test is skipped and why, where a test run can count it: a line
+/// `SKIPPED: <test>: <reason>` on stdout and, when `VRAMLEDGER_TEST_SKIPS` names a file, the
+/// same line appended to it (the convention of tests/size.rs). A test that returns after this
+/// call has said so.
+pub fn skip_test(reason: &str) {
+    let thread = std::thread::current();
+    let line = format!("SKIPPED: {}: {reason}\n", thread.name().unwrap_or("?"));
+    print!("{line}");
+    if let Some(path) = std::env::var_os("VRAMLEDGER_TEST_SKIPS") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }

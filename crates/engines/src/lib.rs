@@ -4,4 +4,5 @@
 //! boundaries with the same grammar the offline parser uses, so the two can never drift.
 
 pub mod log;
+pub mod redact;
 pub mod sizing;

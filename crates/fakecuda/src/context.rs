@@ -7,13 +7,52 @@ use crate::config;
 use crate::state::{ffi, with, with_init, Context, State};
 use crate::types::*;
 
+/// A thread's context stack, of fixed capacity and without a destructor: like the real
+/// driver's, it still works in `atexit` handlers, after the thread's Rust TLS destructors ran.
+struct CtxStack {
+    items: [CUhandle; 64],
+    len: usize,
+}
+
+impl CtxStack {
+    fn last(&self) -> Option<CUhandle> {
+        self.len.checked_sub(1).map(|i| self.items[i])
+    }
+
+    fn push(&mut self, c: CUhandle) -> Result<(), CUresult> {
+        if self.len == self.items.len() {
+            return Err(CUDA_ERROR_OUT_OF_MEMORY);
+        }
+        self.items[self.len] = c;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<CUhandle> {
+        let top = self.last()?;
+        self.len -= 1;
+        Some(top)
+    }
+
+    fn retain(&mut self, keep: impl Fn(CUhandle) -> bool) {
+        let mut n = 0;
+        for i in 0..self.len {
+            if keep(self.items[i]) {
+                self.items[n] = self.items[i];
+                n += 1;
+            }
+        }
+        self.len = n;
+    }
+}
+
 thread_local! {
     /// The calling thread's context stack; the top is the current context.
-    static STACK: RefCell<Vec<CUhandle>> = const { RefCell::new(Vec::new()) };
+    static STACK: RefCell<CtxStack> = const { RefCell::new(CtxStack { items: [0; 64], len: 0 }) };
 }
 
 fn top() -> Option<CUhandle> {
-    STACK.with(|s| s.borrow().last().copied())
+    STACK.with(|s| s.borrow().last())
 }
 
 /// The calling thread's current (live) context and its device, else INVALID_CONTEXT.
@@ -51,6 +90,7 @@ fn check_device(st: &mut State, dev: CUdevice) -> Result<usize, CUresult> {
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     ffi(|| {
+        crate::state::check_not_forked()?;
         if flags != 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
@@ -60,7 +100,9 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
             }
             st.initialized = true;
             Ok(())
-        })
+        })?;
+        crate::state::mark_initialized();
+        Ok(())
     })
 }
 
@@ -208,8 +250,7 @@ unsafe fn create(pctx: *mut CUhandle, dev: CUdevice) -> CUresult {
             *o = handle;
             Ok(handle)
         })?;
-        STACK.with(|s| s.borrow_mut().push(handle));
-        Ok(())
+        STACK.with(|s| s.borrow_mut().push(handle))
     })
 }
 
@@ -260,7 +301,7 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUhandle) -> CUresult {
             _ => Err(CUDA_ERROR_INVALID_CONTEXT),
         })?;
         // The real driver pops it if it is current on the calling thread.
-        STACK.with(|s| s.borrow_mut().retain(|&c| c != ctx));
+        STACK.with(|s| s.borrow_mut().retain(|c| c != ctx));
         Ok(())
     })
 }
@@ -284,9 +325,8 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUhandle) -> CUresult {
         STACK.with(|s| {
             let mut s = s.borrow_mut();
             s.pop();
-            s.push(ctx);
-        });
-        Ok(())
+            s.push(ctx)
+        })
     })
 }
 
@@ -303,8 +343,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUhandle) -> CUresult {
 pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUhandle) -> CUresult {
     ffi(|| {
         valid_context(ctx)?;
-        STACK.with(|s| s.borrow_mut().push(ctx));
-        Ok(())
+        STACK.with(|s| s.borrow_mut().push(ctx))
     })
 }
 

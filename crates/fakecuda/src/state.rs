@@ -1,9 +1,15 @@
 //! The one process-wide model of the devices, behind one std Mutex (this is the fake driver,
-//! not the shim: simplicity beats lock-freedom). Fork children inherit it, as a per-process
-//! "device" should.
+//! not the shim: simplicity beats lock-freedom).
+//!
+//! Fork, as the real driver does it: a child forked after its parent initialised CUDA cannot
+//! use it. Every driver call in that child, `cuInit` included, returns
+//! CUDA_ERROR_NOT_INITIALIZED (3), which cudart reports as cudaErrorInitializationError (the
+//! "initialization error" of forked PyTorch and TensorFlow workers). A child forked before
+//! any `cuInit` initialises normally. NVML keeps working in the child.
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, Once, TryLockError};
 
 use crate::config;
 use crate::types::*;
@@ -137,20 +143,62 @@ impl State {
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// Set once cuInit succeeded in this process (or in the parent it was forked from).
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+/// This process was forked after CUDA was initialised: the driver is unusable here.
+static FORKED_AFTER_INIT: AtomicBool = AtomicBool::new(false);
+/// Any fork child: the state lock may be held by a parent thread that does not exist here.
+static IN_FORK_CHILD: AtomicBool = AtomicBool::new(false);
 
-fn lock() -> MutexGuard<'static, Option<State>> {
+extern "C" fn in_fork_child() {
+    IN_FORK_CHILD.store(true, Ordering::SeqCst);
+    if INITIALIZED.load(Ordering::SeqCst) {
+        FORKED_AFTER_INIT.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Called by a successful cuInit.
+pub fn mark_initialized() {
+    static ATFORK: Once = Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: registering a child handler that only stores atomics.
+        unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
+    });
+    INITIALIZED.store(true, Ordering::SeqCst);
+}
+
+/// CUDA_ERROR_NOT_INITIALIZED in a child forked after cuInit (checked before any lock).
+pub fn check_not_forked() -> Result<(), CUresult> {
+    if FORKED_AFTER_INIT.load(Ordering::Relaxed) {
+        Err(CUDA_ERROR_NOT_INITIALIZED)
+    } else {
+        Ok(())
+    }
+}
+
+fn lock() -> Result<MutexGuard<'static, Option<State>>, CUresult> {
+    if IN_FORK_CHILD.load(Ordering::Relaxed) {
+        // The lock may be held for ever by a thread of the parent: never wait for it here.
+        return match STATE.try_lock() {
+            Ok(g) => Ok(g),
+            Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(CUDA_ERROR_UNKNOWN),
+        };
+    }
     // A panic while the lock was held (caught by `ffi`) must not wedge every later call.
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    Ok(STATE.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Run `f` on the state, initialised or not (cuInit, NVML).
 pub fn with<R>(f: impl FnOnce(&mut State) -> Result<R, CUresult>) -> Result<R, CUresult> {
-    let mut guard = lock();
+    let mut guard = lock()?;
     f(guard.get_or_insert_with(State::new))
 }
 
-/// Run `f` on the state after cuInit, else NOT_INITIALIZED.
+/// Run `f` on the state after cuInit, else NOT_INITIALIZED (always so in a child forked after
+/// cuInit).
 pub fn with_init<R>(f: impl FnOnce(&mut State) -> Result<R, CUresult>) -> Result<R, CUresult> {
+    check_not_forked()?;
     with(|st| {
         if !st.initialized {
             return Err(CUDA_ERROR_NOT_INITIALIZED);

@@ -1,10 +1,11 @@
 //! The header record: facts about the process, as ordered key/value pairs.
 //!
 //! Keys written by the shim: `pid`, `ppid`, `run_id`, `host`, `cmdline` (arguments
-//! joined by NUL), `start_unix_ns`, `start_mono_ns`, `exe`, `cuda_visible_devices`,
-//! `driver_version`, `shim_version`, `env.<NAME>` for every setting that changes
-//! allocation (PYTORCH_*, NCCL_*, SGLANG_*, VLLM_*, CUDA_*), and `lib.<name>` for CUDA
-//! libraries loaded at the time (value: resolved path).
+//! joined by NUL, secret values replaced by `<redacted>`), `start_unix_ns`, `start_mono_ns`
+//! (no record of the journal is stamped earlier), `exe`, `cuda_visible_devices`,
+//! `driver_version`, `shim_version`, `env.<NAME>` for the allow-list of settings that change
+//! allocation (docs/journal.md, "Secrets"), and `lib.<name>` for CUDA libraries loaded at the
+//! time (value: resolved path).
 
 /// Ordered key/value pairs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -14,7 +14,11 @@
 //!   (the real one comes from `dlvsym`), so it works before anything is initialised
 //!   (Rust's std itself calls `dlsym`);
 //! - the real pointer is only replaced when it is the very function vramledger forwards
-//!   to (pointer identity); any other library's function with the same name passes.
+//!   to (pointer identity); any other library's function with the same name passes;
+//! - with `VRAMLEDGER_DISABLE=1` a lookup of any name vramledger exports in place of another
+//!   library (driver, NCCL, libc) that would find vramledger's own function answers what the
+//!   lookup would answer without vramledger (the next definition, or NULL), so a disabled
+//!   preload hands out no hook at all.
 
 use std::ffi::{c_char, c_void, CStr};
 
@@ -47,6 +51,8 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
         "jz 3f",
         "jmp rax",
         "2:",
+        "cmp rax, 1",
+        "je 3f",
         "ret",
         "3:",
         "xor eax, eax",
@@ -74,6 +80,8 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
         "br x16",
         "2:",
         "ldp x29, x30, [sp], #32",
+        "cmp x0, #1",
+        "b.eq 3f",
         "ret",
         "3:",
         "mov x0, #0",
@@ -92,13 +100,20 @@ fn may_hook(name: &[u8]) -> bool {
     }
 }
 
-/// Decides a lookup: the hook's address to return, or 0 to pass it to the real `dlsym`.
+/// What `route` returns for "answer NULL" (never an address).
+const NULL_ANSWER: usize = 1;
+
+/// Decides a lookup: the address to return, [`NULL_ANSWER`], or 0 to pass it to the real
+/// `dlsym`.
 extern "C" fn route(handle: *mut c_void, symbol: *const c_char) -> usize {
     if symbol.is_null() || handle == libc::RTLD_NEXT {
         return 0;
     }
     // SAFETY: dlsym's contract: a NUL-terminated name.
     let name = unsafe { CStr::from_ptr(symbol) };
+    if crate::config::disabled() {
+        return route_disabled(handle, name);
+    }
     if !may_hook(name.to_bytes()) {
         return 0;
     }
@@ -122,6 +137,48 @@ extern "C" fn route(handle: *mut c_void, symbol: *const c_char) -> usize {
     } else {
         0
     }
+}
+
+/// Names vramledger exports in place of libc's.
+fn interposes_libc(name: &[u8]) -> bool {
+    name == b"write"
+        || name == b"writev"
+        || name == b"dlsym"
+        || crate::hooks::stdio::is_hooked(name)
+}
+
+/// With `VRAMLEDGER_DISABLE=1`: a lookup that finds one of vramledger's own functions gets
+/// the next definition instead (what it would find without the preload), or NULL.
+#[cold]
+fn route_disabled(handle: *mut c_void, name: &CStr) -> usize {
+    let bytes = name.to_bytes();
+    if !(may_hook(bytes) || interposes_libc(bytes)) {
+        return 0;
+    }
+    let found = real::real_dlsym(handle, name);
+    if found == 0 || !is_ours(found) {
+        return found; // the real answer (0: let the real dlsym answer again, setting dlerror)
+    }
+    match real::real_dlsym(libc::RTLD_NEXT, name) {
+        0 => NULL_ANSWER,
+        next => next,
+    }
+}
+
+/// True when `addr` lies in libvramledger.so itself.
+fn is_ours(addr: usize) -> bool {
+    fn base(addr: usize) -> usize {
+        // SAFETY: dladdr fills `info` for any address.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            if libc::dladdr(addr as *const c_void, &mut info) == 0 {
+                return 0;
+            }
+            info.dli_fbase as usize
+        }
+    }
+    let ours = base(route as *const () as usize);
+    ours != 0 && base(addr) == ours
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Contexts: not hooked memory, but measured. Around the first retain of a device's
 //! primary context (and every `cuCtxCreate`), NVML's device free memory is read before
-//! and after the call; the difference is the context's size.
+//! and after the call; the difference is the context's size. Before a context goes away,
+//! and at exit, free memory is read through it once more (`crate::lifetime`).
 
 #![allow(non_snake_case)]
 
@@ -11,7 +12,7 @@ use vramledger_format::{Api, Kind, Owner};
 use super::{missing, real};
 use crate::ffi::*;
 use crate::guard;
-use crate::{nvml, recorder};
+use crate::{lifetime, nvml, recorder};
 
 fn nvml_free(device: CUdevice) -> Option<u64> {
     let mut out = None;
@@ -75,6 +76,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
         0
     };
     context_event(api, rc, dev, ctx, before);
+    if ctx != 0 {
+        guard::record(|| lifetime::primary_retained(dev, ctx));
+    }
     rc
 }
 
@@ -85,9 +89,13 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
     let Some(f) = real!(api, unsafe extern "C" fn(CUdevice) -> CUresult) else {
         return missing(api);
     };
+    // The last reading through the context, in case this release is the one that ends it
+    // (the CUDA runtime's own teardown at exit does this).
+    guard::record(|| lifetime::before_primary_release(dev));
     let before = nvml_free(dev);
     let rc = unsafe { f(dev) };
     context_event(api, rc, dev, 0, before);
+    guard::record(|| lifetime::primary_released(dev, rc));
     rc
 }
 
@@ -102,6 +110,7 @@ fn created(api: Api, rc: CUresult, pctx: *mut CUcontext, dev: CUdevice, before: 
         // cuCtxCreate makes the new context current: free memory can be read right away.
         guard::record(|| {
             recorder::sample_meminfo();
+            lifetime::created(dev, ctx);
         });
     }
 }
@@ -176,7 +185,9 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
     let Some(f) = real!(api, unsafe extern "C" fn(CUcontext) -> CUresult) else {
         return missing(api);
     };
+    guard::record(|| lifetime::before_destroy(ctx as u64));
     let rc = unsafe { f(ctx) };
+    guard::record(|| lifetime::destroyed(ctx as u64, rc));
     guard::record(|| {
         let mut e = recorder::event(Kind::Context, api);
         e.result = rc;

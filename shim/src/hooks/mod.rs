@@ -9,6 +9,7 @@ pub mod host;
 pub mod meminfo;
 pub mod memory;
 pub mod nccl;
+pub mod stdio;
 pub mod tap;
 pub mod vmm;
 

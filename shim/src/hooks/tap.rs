@@ -8,6 +8,11 @@
 //! `VRAMLEDGER_RULES` adds stages for other engines. The tap's lock is never held across a
 //! driver call: transitions are collected under it and entered after. `errno` is preserved.
 //! Once the engine says it is serving, the grammar-only tap steps aside for good.
+//!
+//! The caller's bytes are read only after the real `write` returned, and only the bytes it
+//! took: a buffer the kernel refuses in part or in whole (an unmapped page, a bad pointer)
+//! gives the caller the same count or EFAULT as without vramledger, and is never touched.
+//! `writev` is tapped the same way; stdio output reaches [`observe`] from `hooks::stdio`.
 
 #![allow(non_snake_case)]
 
@@ -16,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_engines::log::{self, LineKind, Rules, StageTracker};
+use vramledger_engines::redact;
 use vramledger_format::Api;
 
 use crate::entry::real;
@@ -34,6 +40,8 @@ const MAX_CARRY: usize = 16 * 1024;
 #[derive(Default)]
 struct Tap {
     carry: [Vec<u8>; 2],
+    /// Inside a line too long to be a log line: skip to its end.
+    skipping: [bool; 2],
     tracker: StageTracker,
     rules: Option<Rules>,
     rules_tried: bool,
@@ -44,8 +52,11 @@ static TAP: ForkSafeMutex<Tap> = ForkSafeMutex::new();
 fn real_write() -> Option<WriteFn> {
     let mut p = REAL_WRITE.load(Ordering::Acquire);
     if p == 0 {
+        // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
+        let saved = unsafe { *libc::__errno_location() };
         p = real::real_dlsym(libc::RTLD_NEXT, c"write");
         REAL_WRITE.store(p, Ordering::Release);
+        unsafe { *libc::__errno_location() = saved };
     }
     // SAFETY: the next `write` after vramledger is libc's, with this signature.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, WriteFn>(p) })
@@ -75,27 +86,89 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
         unsafe { *libc::__errno_location() = libc::EIO };
         return -1;
     };
-    // The prefilter reads the caller's bytes before the call (while they are still in cache);
-    // it changes nothing. Recording waits until after the call, on the bytes really written.
-    let tapped = if (fd == 1 || fd == 2) && !buf.is_null() && count > 0 {
-        let m = mode();
-        // SAFETY: the caller hands write(2) `count` readable bytes at `buf`.
-        m != 3
-            && needs_look(
-                fd,
-                unsafe { std::slice::from_raw_parts(buf as *const u8, count) },
-                m == 2,
-            )
-    } else {
-        false
-    };
+    // SAFETY: the caller's own arguments, passed on unchanged.
     let rc = unsafe { f(fd, buf, count) };
-    if tapped && rc > 0 {
-        // SAFETY: the real write just read `rc` ≤ `count` bytes from `buf`.
-        let bytes = unsafe { std::slice::from_raw_parts(buf as *const u8, rc as usize) };
-        look((fd - 1) as usize, bytes);
+    if rc > 0 && (fd == 1 || fd == 2) {
+        // SAFETY: the real write just read these `rc` ≤ `count` bytes from `buf`.
+        observe(fd, unsafe {
+            std::slice::from_raw_parts(buf as *const u8, rc as usize)
+        });
     }
     rc
+}
+
+type WritevFn = unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize;
+static REAL_WRITEV: AtomicUsize = AtomicUsize::new(0);
+
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
+    let mut p = REAL_WRITEV.load(Ordering::Acquire);
+    if p == 0 {
+        // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
+        let saved = unsafe { *libc::__errno_location() };
+        p = real::real_dlsym(libc::RTLD_NEXT, c"writev");
+        REAL_WRITEV.store(p, Ordering::Release);
+        unsafe { *libc::__errno_location() = saved };
+    }
+    if p == 0 {
+        // SAFETY: errno is thread-local; EIO says the write did not happen.
+        unsafe { *libc::__errno_location() = libc::EIO };
+        return -1;
+    }
+    // SAFETY: the next `writev` after vramledger is libc's, with this signature; the caller's
+    // own arguments, passed on unchanged.
+    let rc = unsafe { std::mem::transmute::<usize, WritevFn>(p)(fd, iov, iovcnt) };
+    if rc > 0 && (fd == 1 || fd == 2) && !iov.is_null() && iovcnt > 0 {
+        // SAFETY: the real writev read the array and took `rc` bytes from its buffers, in order.
+        let iovs = unsafe { std::slice::from_raw_parts(iov, iovcnt as usize) };
+        let mut left = rc as usize;
+        for v in iovs {
+            if left == 0 {
+                break;
+            }
+            let n = v.iov_len.min(left);
+            if n > 0 {
+                observe(fd, unsafe {
+                    std::slice::from_raw_parts(v.iov_base as *const u8, n)
+                });
+            }
+            left -= n;
+        }
+    }
+    rc
+}
+
+/// Bytes the program has just written to fd 1 or 2 (by `write`, `writev` or stdio): the
+/// prefilter, then, for what it cannot rule out, the slow path. `errno` is kept.
+#[inline]
+pub fn observe(fd: c_int, bytes: &[u8]) {
+    if !(fd == 1 || fd == 2) || bytes.is_empty() {
+        return;
+    }
+    let m = mode();
+    if m != 3 && needs_look(fd, bytes, m == 2) {
+        look((fd - 1) as usize, bytes);
+    }
+}
+
+/// Bytes written to fd 1 or 2 that the tap will not see (stdio output too long to format
+/// again): the line they are part of is skipped to its end.
+pub fn unseen(fd: c_int) {
+    if (fd == 1 || fd == 2) && mode() != 3 {
+        let which = (fd - 1) as usize;
+        guard::record(|| {
+            let mut tap = TAP.lock();
+            tap.carry[which].clear();
+            tap.skipping[which] = true;
+            PENDING[which].store(true, Ordering::Relaxed);
+        });
+    }
+}
+
+/// True while the tap wants bytes at all (stdio checks this before formatting anything).
+#[inline]
+pub fn wanted() -> bool {
+    mode() != 3
 }
 
 /// The fast path: false for a whole line that the prefilter rejects, with no partial line
@@ -136,50 +209,70 @@ fn slow_path(which: usize, bytes: &[u8]) {
             tap.rules_tried = true;
             tap.rules = load_rules();
         }
-        let mut data = std::mem::take(&mut tap.carry[which]);
-        if data.len() > settings::MAX_LINE {
-            // A settings line past its bound: its rest is dropped up to the line's end.
-            match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
-                Some(end) => data.extend_from_slice(&bytes[end..]),
-                None => {
-                    tap.carry[which] = data;
-                    return;
-                }
-            }
-        } else {
-            data.extend_from_slice(bytes);
-        }
-        let mut start = 0;
+        // Lines are taken from the caller's bytes where they lie; only a line split across
+        // writes is assembled in the carry (which keeps its capacity: no allocation per
+        // write). A line is kept up to its bound ([`line_bound`]); past it, the rest is skipped
+        // to the line's end, never copied: a plain line is then dropped, a settings line is
+        // kept cut (one byte past its own bound says so).
+        let mut carry = std::mem::take(&mut tap.carry[which]);
+        let mut skipping = tap.skipping[which];
         let grammar_only = tap.rules.is_none();
-        for (i, &b) in data.iter().enumerate() {
-            if b == b'\n' || b == b'\r' {
-                classify_line(&mut tap, &data[start..i], &mut found);
-                start = i + 1;
-                if grammar_only && found.last().is_some_and(|f| f.stage == log::stage::SERVING) {
-                    start = data.len(); // serving: nothing after it is looked at
-                    break;
+        let mut rest = bytes;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            let head = &rest[..i];
+            rest = &rest[i + 1..];
+            if std::mem::take(&mut skipping) {
+                if !carry.is_empty() {
+                    classify_line(&mut tap, &carry, &mut found); // a cut settings line
+                    carry.clear();
+                }
+            } else if carry.is_empty() {
+                let bound = line_bound(head);
+                if head.len() <= bound {
+                    classify_line(&mut tap, head, &mut found);
+                } else if bound > MAX_CARRY {
+                    classify_line(&mut tap, &head[..bound], &mut found);
+                }
+            } else {
+                let bound = line_bound(&carry);
+                let take = head.len().min(bound.saturating_sub(carry.len()));
+                carry.extend_from_slice(&head[..take]);
+                if take == head.len() || bound > MAX_CARRY {
+                    classify_line(&mut tap, &carry, &mut found);
+                }
+                carry.clear();
+            }
+            if grammar_only && found.last().is_some_and(|f| f.stage == log::stage::SERVING) {
+                rest = &[]; // serving: nothing after it is looked at
+                break;
+            }
+        }
+        if !rest.is_empty() && !skipping {
+            let bound = line_bound(if carry.is_empty() { rest } else { &carry });
+            let take = rest.len().min(bound.saturating_sub(carry.len()));
+            carry.extend_from_slice(&rest[..take]);
+            if take < rest.len() {
+                skipping = true;
+                if bound <= MAX_CARRY {
+                    carry.clear(); // longer than any log line: dropped
                 }
             }
         }
-        let rest = &data[start..];
-        let mut carry = Vec::new();
-        if !rest.is_empty() && rest.len() <= MAX_CARRY {
-            carry.extend_from_slice(rest);
-        } else if rest.len() > MAX_CARRY && settings::detect(rest).is_some() {
-            // Settings lines run to several KiB: kept up to their own bound (+1 byte says cut).
-            carry.extend_from_slice(&rest[..rest.len().min(settings::MAX_LINE + 1)]);
-        }
-        PENDING[which].store(!carry.is_empty(), Ordering::Relaxed);
+        PENDING[which].store(!carry.is_empty() || skipping, Ordering::Relaxed);
         tap.carry[which] = carry;
+        tap.skipping[which] = skipping;
     }
     // Outside the lock: entering a stage samples free memory through the driver.
     for f in found {
+        // A kept line never carries a secret (an engine may print its settings).
+        let text = String::from_utf8_lossy(&f.line);
+        let line = redact::redact_text(&text);
         if let Some(kind) = f.settings {
             recorder::settings_line(kind, &f.line);
         } else if f.failure {
-            recorder::warning(&String::from_utf8_lossy(&f.line));
+            recorder::warning(&line);
         } else {
-            stages::enter(&f.stage, Api::VramledgerLogLine, f.numbers, &f.line);
+            stages::enter(&f.stage, Api::VramledgerLogLine, f.numbers, line.as_bytes());
             if f.stage == log::stage::SERVING && MODE.load(Ordering::Relaxed) == 1 {
                 // The engine is serving: no startup line follows, and serving is when a
                 // server writes the most. The grammar-only tap steps aside (a rule file keeps
@@ -187,6 +280,16 @@ fn slow_path(which: usize, bytes: &[u8]) {
                 MODE.store(3, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// How long the line starting with `start` may be kept: an engine settings line up to its own
+/// bound plus one byte (which says it was cut), any other line up to [`MAX_CARRY`].
+fn line_bound(start: &[u8]) -> usize {
+    if settings::detect(start).is_some() {
+        settings::MAX_LINE + 1
+    } else {
+        MAX_CARRY
     }
 }
 
@@ -244,26 +347,34 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
     }
 }
 
+/// Reads the rule file once, when the library is loaded (see `crate::rules_file`). Without
+/// `VRAMLEDGER_RULES` nothing is read yet: the settings are still read on first use.
+pub fn init_at_load() {
+    let named = config::var(c"VRAMLEDGER_RULES").is_some_and(|r| !r.is_empty());
+    if !named || config::disabled_now() || config::disabled() || !config::get().tap {
+        return;
+    }
+    let rules = load_rules();
+    let mut tap = TAP.lock();
+    tap.rules_tried = true;
+    tap.rules = rules;
+}
+
 fn load_rules() -> Option<Rules> {
     let path = config::get().rules.as_ref()?;
-    match std::fs::read_to_string(path) {
+    let refused = |why: String| {
+        guard::warn(&format!(
+            "VRAMLEDGER_RULES={path}: {why}; the rule file is ignored"
+        ));
+        MODE.store(1, Ordering::Relaxed);
+        None
+    };
+    match crate::rules_file::read(path) {
         Ok(text) => match Rules::parse(&text) {
             Ok(r) => Some(r),
-            Err(e) => {
-                guard::warn(&format!(
-                    "VRAMLEDGER_RULES={path}: {e}; the rule file is ignored"
-                ));
-                MODE.store(1, Ordering::Relaxed);
-                None
-            }
+            Err(e) => refused(e.to_string()),
         },
-        Err(e) => {
-            guard::warn(&format!(
-                "VRAMLEDGER_RULES={path}: cannot read it: {e}; the rule file is ignored"
-            ));
-            MODE.store(1, Ordering::Relaxed);
-            None
-        }
+        Err(why) => refused(why),
     }
 }
 

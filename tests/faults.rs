@@ -1,0 +1,905 @@
+//! The fault matrix: what happens to the target, never to the journal alone. libvramledger.so
+//! is preloaded into C clients over the fake driver, and the journal is made to fail (a full
+//! disk, the file-size limit, a truncation by another process), the program hands `write`
+//! hostile buffers, forks from a thread, is killed at random points, runs long, and points
+//! the shim at hostile files and folders. In every case the program's results are those of a
+//! run without the preload, and a journal failure is one warning on stderr.
+//!
+//! Needs `cargo build --workspace` first. `VRAMLEDGER_TEST_SHIM` points the tests at another
+//! build of the library (to show that the previous one failed them).
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{clients, profile_dir, RunOutput};
+use vramledger::journal::{self, Journal};
+use vramledger_format::{Kind, LiveBooks};
+
+fn shim() -> PathBuf {
+    if let Some(p) = std::env::var_os("VRAMLEDGER_TEST_SHIM") {
+        return PathBuf::from(p);
+    }
+    let lib = profile_dir().join("libvramledger.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: run `cargo build --workspace` first",
+        lib.display()
+    );
+    lib
+}
+
+fn out_dir(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("faults-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// A client under the preload, journals in `out`, plus `env`.
+fn hooked(name: &str, args: &[&str], out: &Path, env: &[(&str, &str)]) -> Command {
+    let (lib, out) = (s(&shim()), s(out));
+    let mut full = vec![
+        ("LD_PRELOAD", lib.as_str()),
+        ("VRAMLEDGER_OUT", out.as_str()),
+    ];
+    full.extend_from_slice(env);
+    clients().command(name, args, &full)
+}
+
+fn journals(dir: &Path) -> Vec<Journal> {
+    if !dir.exists() {
+        return Vec::new();
+    }
+    journal::find(dir)
+        .unwrap()
+        .iter()
+        .map(|p| journal::read(p).unwrap())
+        .collect()
+}
+
+fn vramledger_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("vramledger["))
+        .collect()
+}
+
+/// Exactly one line from vramledger on stderr, containing `what`.
+fn one_warning(out: &RunOutput, what: &str) {
+    let lines = vramledger_lines(&out.stderr);
+    assert_eq!(lines.len(), 1, "one warning expected\n{}", out.dump());
+    assert!(lines[0].contains(what), "{:?} lacks {what:?}", lines[0]);
+}
+
+fn count(j: &Journal, kind: Kind) -> usize {
+    j.events.iter().filter(|e| e.kind() == Some(kind)).count()
+}
+
+/// The books of a journal replayed: nothing unknown freed.
+fn replay(j: &Journal) -> LiveBooks {
+    let mut b = LiveBooks::new();
+    for e in &j.events {
+        b.apply(e);
+    }
+    b
+}
+
+/// A journal that failed mid-run: readable, nothing corrupt, some records, and every record
+/// it holds whole.
+fn cut_but_readable(dir: &Path) -> Journal {
+    let js = journals(dir);
+    assert_eq!(js.len(), 1, "one journal expected");
+    let j = js.into_iter().next().unwrap();
+    assert!(!j.corrupt, "{:?}", j.warnings);
+    assert!(j.pid().is_some());
+    assert!(count(&j, Kind::Alloc) > 0);
+    j
+}
+
+fn pairs_output_ok(out: &RunOutput, n: &str) {
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line(&format!("pairs: {n} ok"));
+}
+
+/// Mounts a tmpfs of `size` at `at`, directly (root with CAP_SYS_ADMIN) or not at all.
+fn mount_tmpfs(at: &Path, size: &str) -> Result<(), String> {
+    std::fs::create_dir_all(at).unwrap();
+    let out = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=0700"),
+            "tmpfs",
+        ])
+        .arg(at)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Runs `faults ARGS` under the preload with its journal folder on a tmpfs of `size`: mounted
+/// directly (root with CAP_SYS_ADMIN), else inside a private mount namespace of an
+/// unprivileged user namespace. Returns the run and a folder holding copies of its journals,
+/// or why no small file system could be had.
+fn on_small_tmpfs(dir: &Path, size: &str, args: &[&str]) -> Result<(RunOutput, PathBuf), String> {
+    let mnt = dir.join("small");
+    let copied = dir.join("copied");
+    std::fs::create_dir_all(&copied).unwrap();
+    let copy = |from: &Path| {
+        for f in journal::find(from).unwrap_or_default() {
+            std::fs::copy(&f, copied.join(f.file_name().unwrap())).unwrap();
+        }
+    };
+    match mount_tmpfs(&mnt, size) {
+        Ok(()) => {
+            let out = support::run(hooked("faults", args, &mnt, &[]));
+            copy(&mnt);
+            let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+            Ok((out, copied))
+        }
+        Err(direct) => {
+            let script = "mount -t tmpfs -o size=\"$1\",mode=0700 tmpfs \"$2\" || exit 97; \
+                          mnt=$2; copied=$3; shift 3; \"$@\"; rc=$?; \
+                          cp \"$mnt\"/*.vlj \"$copied\"/ 2>/dev/null; exit $rc";
+            let exe = s(&clients().exe("faults"));
+            let mut argv = vec!["-rm", "sh", "-c", script, "sh", size];
+            let (mnt_s, copied_s) = (s(&mnt), s(&copied));
+            argv.extend([mnt_s.as_str(), copied_s.as_str(), exe.as_str()]);
+            argv.extend_from_slice(args);
+            let (lib, out_s) = (s(&shim()), s(&mnt));
+            let cmd = support::command(
+                Path::new("unshare"),
+                &argv,
+                &clients().driver_dir,
+                &[("LD_PRELOAD", &lib), ("VRAMLEDGER_OUT", &out_s)],
+            );
+            let out = support::run(cmd);
+            if out.status.code() == Some(97)
+                || vramledger_lines(&out.stderr).is_empty() && !out.success()
+            {
+                return Err(format!(
+                    "mount: {direct}; unshare -rm: {}",
+                    out.stderr.trim()
+                ));
+            }
+            Ok((out, copied))
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_turns_the_shim_into_pass_through() {
+    let dir = out_dir("fulldisk");
+    // 6 MiB: the first 4 MiB chunk fits, the second cannot be reserved.
+    let n = "60000";
+    let (out, copied) = match on_small_tmpfs(&dir, "6m", &["pairs", n]) {
+        Ok(v) => v,
+        Err(why) => {
+            support::skip_test(&format!(
+                "no small file system can be mounted here ({why}); the file-size-limit test \
+                 covers the same path"
+            ));
+            return;
+        }
+    };
+    pairs_output_ok(&out, n);
+    one_warning(&out, "no space left for the journal");
+    let j = cut_but_readable(&copied);
+    assert!(
+        count(&j, Kind::Alloc) < 60000,
+        "the journal cannot hold them all"
+    );
+}
+
+fn with_file_size_limit(dir: &Path, limit: u64) -> RunOutput {
+    let mut cmd = hooked("faults", &["pairs", "60000"], dir, &[]);
+    // SAFETY: setrlimit in the child before exec; async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            Ok(())
+        });
+    }
+    let out = support::run(cmd);
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "killed by a signal\n{}",
+        out.dump()
+    );
+    pairs_output_ok(&out, "60000");
+    out
+}
+
+#[test]
+fn the_file_size_limit_never_sends_sigxfsz() {
+    // Room for the first chunk only: recording stops at the second.
+    let dir = out_dir("fsize");
+    let out = with_file_size_limit(&dir, 6 << 20);
+    one_warning(&out, "file-size limit (RLIMIT_FSIZE 6291456 bytes)");
+    let j = cut_but_readable(&dir);
+    assert!(count(&j, Kind::Alloc) < 60000);
+    // Not even room for the first: nothing recorded, no empty journal left behind.
+    let dir = out_dir("fsize-tiny");
+    let out = with_file_size_limit(&dir, 1 << 20);
+    one_warning(&out, "file-size limit (RLIMIT_FSIZE 1048576 bytes)");
+    assert!(journal::find(&dir).unwrap().is_empty());
+}
+
+/// Starts `faults wait N`, waits for READY, lets `during` act on the journal, then lets the
+/// program finish.
+fn while_waiting(
+    test: &str,
+    n: &str,
+    args_extra: &[&str],
+    during: impl FnOnce(&Path),
+) -> (RunOutput, PathBuf) {
+    let dir = out_dir(test);
+    let mut args = vec!["wait", n];
+    args.extend_from_slice(args_extra);
+    let mut cmd = hooked("faults", &args, &dir, &[]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap() > 0 {
+        first.push_str(&line);
+        if line.trim() == "READY" {
+            break;
+        }
+        line.clear();
+    }
+    assert!(first.contains("READY"), "{first}");
+    let files = journal::find(&dir).unwrap();
+    assert_eq!(files.len(), 1);
+    during(&files[0]);
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let run = RunOutput {
+        status: out.status,
+        stdout: first + &rest,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        description: format!("faults {args:?}"),
+    };
+    (run, dir)
+}
+
+#[test]
+fn a_journal_truncated_by_another_process_cannot_kill_the_target() {
+    // Cut to nothing, and cut inside the page being written: the next store into the mapping
+    // faults; the target carries on.
+    for (test, len, how) in [
+        ("trunc0", 0u64, &[][..]),
+        ("trunc4k", 4096, &[][..]),
+        ("trunc-threads", 0, &["threads"][..]),
+    ] {
+        let (out, _) = while_waiting(test, "20000", how, |path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .unwrap()
+                .set_len(len)
+                .unwrap();
+        });
+        assert_eq!(
+            out.status.signal(),
+            None,
+            "killed by a signal\n{}",
+            out.dump()
+        );
+        assert!(out.success(), "{}", out.dump());
+        out.assert_line("wait: 40000 ok");
+        one_warning(&out, "the journal was truncated by another process");
+    }
+}
+
+#[test]
+fn a_truncation_passed_on_by_the_programs_own_handler_is_still_absorbed() {
+    // A handler installed after the journal opened that prints, restores the previous one and
+    // raises again (Python's faulthandler does this): the target still survives.
+    let (out, _) = while_waiting("relay", "20000", &["relay"], |path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    });
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "killed by a signal\n{}",
+        out.dump()
+    );
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("wait: 40000 ok");
+    assert!(
+        out.stderr.contains("relay: SIGBUS passed on"),
+        "{}",
+        out.dump()
+    );
+    one_warning(&out, "the journal was truncated by another process");
+}
+
+#[test]
+fn the_programs_own_sigbus_handler_still_gets_its_own_faults() {
+    for when in ["first", "late"] {
+        let args = ["ownbus", "3", when];
+        let plain = clients().run("faults", &args, &[]);
+        let dir = out_dir(&format!("ownbus-{when}"));
+        let out = support::run(hooked("faults", &args, &dir, &[]));
+        assert!(plain.success(), "{}", plain.dump());
+        assert_eq!(out.status.code(), plain.status.code(), "{}", out.dump());
+        assert_eq!(out.stdout, plain.stdout);
+        out.assert_line("ownbus: caught 3 of 3 ok");
+        assert!(vramledger_lines(&out.stderr).is_empty(), "{}", out.dump());
+        let js = journals(&dir);
+        assert_eq!(js.len(), 1);
+        assert_eq!(count(&js[0], Kind::Alloc), 20);
+    }
+    // A SIGBUS the program raises itself, with no handler, ends it as it would without us.
+    let plain = clients().run("faults", &["raise", "5"], &[]);
+    let dir = out_dir("raise");
+    let out = support::run(hooked("faults", &["raise", "5"], &dir, &[]));
+    assert_eq!(plain.status.signal(), Some(libc::SIGBUS));
+    assert_eq!(out.status.signal(), Some(libc::SIGBUS), "{}", out.dump());
+    assert_eq!(out.stdout, plain.stdout);
+}
+
+#[test]
+fn hostile_write_buffers_get_the_kernels_answer() {
+    let plain = clients().run("hostile_write", &[], &[]);
+    let dir = out_dir("hostile");
+    let out = support::run(hooked("hostile_write", &[], &dir, &[]));
+    assert!(plain.success(), "{}", plain.dump());
+    assert_eq!(out.status.code(), plain.status.code(), "{}", out.dump());
+    assert_eq!(out.stdout, plain.stdout, "what reached stdout changed");
+    assert_eq!(out.stderr, plain.stderr, "a result or errno changed");
+    // The kernel's own answers, for the record.
+    assert!(
+        plain.stderr.contains("tiny address: rc=-1 errno=14"),
+        "{}",
+        plain.stderr
+    );
+    assert!(
+        plain.stderr.contains("NULL: rc=-1 errno=14"),
+        "{}",
+        plain.stderr
+    );
+    let page = 4096;
+    assert!(
+        plain
+            .stderr
+            .contains(&format!("unmapped second page: rc={page} errno=0")),
+        "{}",
+        plain.stderr
+    );
+}
+
+#[test]
+fn sixty_four_threads_lose_and_duplicate_nothing() {
+    let dir = out_dir("t64");
+    let out = support::run(hooked("threads", &["64", "10000"], &dir, &[]));
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("threads: N=64 M=10000 allocs=640000 frees=640000 failures=0 used_delta=0MiB");
+    let js = journals(&dir);
+    assert_eq!(js.len(), 1);
+    let j = &js[0];
+    // Over 60 MiB of journal: many chunk boundaries, and not one false warning.
+    assert!(std::fs::metadata(&j.path).unwrap().len() > 60 << 20);
+    // Strictly: every frame follows the one before it, chunk boundaries included, up to the
+    // zeros at the very end (no gap the reader would have to step over).
+    let raw = std::fs::read(&j.path).unwrap();
+    let mut at = vramledger_format::PREAMBLE_LEN;
+    let mut frames = 0usize;
+    while let Ok((_, _, used)) = vramledger_format::decode_frame(&raw[at..]) {
+        at += used;
+        frames += 1;
+    }
+    assert!(
+        raw[at..].iter().all(|&b| b == 0),
+        "a gap at offset {at} after {frames} frames"
+    );
+    assert!(
+        j.warnings.is_empty(),
+        "{:?}",
+        &j.warnings[..j.warnings.len().min(5)]
+    );
+    assert_eq!(
+        (count(j, Kind::Alloc), count(j, Kind::Free)),
+        (640000, 640000)
+    );
+    let books = replay(j);
+    assert_eq!(books.unknown_frees, 0);
+    assert_eq!(books.totals().count(), 0);
+    let tids: std::collections::BTreeSet<u32> = j
+        .events
+        .iter()
+        .filter(|e| e.kind() == Some(Kind::Alloc))
+        .map(|e| e.tid)
+        .collect();
+    assert_eq!(tids.len(), 64);
+}
+
+#[test]
+fn fork_from_a_thread_gives_the_child_its_own_journal() {
+    let dir = out_dir("forkthread");
+    let out = support::run(hooked("faults", &["forkthread", "8", "2000"], &dir, &[]));
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("child: cudaMalloc rc=3");
+    out.assert_line("forkthread: 8 x 2000 child=0");
+    let js = journals(&dir);
+    assert_eq!(js.len(), 2, "parent and child");
+    let (parent, child): (Vec<&Journal>, Vec<&Journal>) =
+        js.iter().partition(|j| count(j, Kind::Alloc) > 0);
+    let (parent, child) = (parent[0], child[0]);
+    assert_eq!(child.header.get("ppid"), parent.header.get("pid"));
+    for j in [parent, child] {
+        assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+        assert!(!j.corrupt);
+    }
+    assert_eq!(
+        (count(parent, Kind::Alloc), count(parent, Kind::Free)),
+        (16000, 16000)
+    );
+    assert_eq!(replay(parent).unknown_frees, 0);
+    let failed: Vec<i32> = child
+        .events
+        .iter()
+        .filter(|e| e.kind() == Some(Kind::AllocFailed))
+        .map(|e| e.result)
+        .collect();
+    assert_eq!(failed, vec![3]);
+}
+
+/// A small deterministic generator (no dependency): the kill points are reproducible.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+#[test]
+fn sigkill_at_twenty_random_points_leaves_a_readable_journal() {
+    let seed = 0x5eed_1234u64;
+    let mut rng = Lcg(seed);
+    for round in 0..20 {
+        let dir = out_dir(&format!("kill{round}"));
+        let mut cmd = hooked("threads", &["4", "1000000"], &dir, &[]);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let delay = 30 + rng.next(400);
+        std::thread::sleep(Duration::from_millis(delay));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "round {round} (seed {seed:#x})"
+        );
+        let js = journals(&dir);
+        if js.is_empty() {
+            continue; // killed before the first event
+        }
+        assert_eq!(js.len(), 1);
+        let j = &js[0];
+        let msg = format!(
+            "round {round}, killed after {delay} ms (seed {seed:#x}): {:?}",
+            j.warnings
+        );
+        if j.events.is_empty() && j.header.pairs.is_empty() {
+            continue; // killed while the journal was being opened: it reads as empty
+        }
+        assert!(!j.corrupt, "{msg}");
+        assert!(j.pid().is_some(), "{msg}");
+        // Only records still in flight at the kill (at most one per thread) may be missing.
+        assert!(
+            j.warnings.iter().all(|w| w.contains("in flight")) && j.warnings.len() <= 5,
+            "{msg}"
+        );
+        let books = replay(j);
+        assert!(books.unknown_frees <= 4, "{msg}");
+        assert!(count(j, Kind::Alloc) + 4 >= count(j, Kind::Free), "{msg}");
+    }
+}
+
+fn hwm_kb(out: &RunOutput) -> u64 {
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("mem: "))
+        .unwrap_or_else(|| panic!("no mem line\n{}", out.dump()));
+    line.split("hwm_kb=")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_targets_memory_stays_flat_however_long_it_runs() {
+    let small_dir = out_dir("rss-small");
+    let large_dir = out_dir("rss-large");
+    let small = support::run(hooked("faults", &["pairs", "5000"], &small_dir, &[]));
+    let large = support::run(hooked("faults", &["pairs", "500000"], &large_dir, &[]));
+    pairs_output_ok(&small, "5000");
+    pairs_output_ok(&large, "500000");
+    let (a, b) = (hwm_kb(&small), hwm_kb(&large));
+    let js = journals(&large_dir);
+    let journal_kb = std::fs::metadata(&js[0].path).unwrap().len() / 1024;
+    assert!(
+        journal_kb > 100_000,
+        "10^6 events: {journal_kb} KiB of journal"
+    );
+    assert_eq!(count(&js[0], Kind::Alloc), 500000);
+    // At most two 4 MiB chunks mapped at a time, whatever the journal's size.
+    assert!(
+        b <= a + 12 * 1024,
+        "VmHWM {a} KiB after 10^4 events, {b} KiB after 10^6 (journal {journal_kb} KiB)"
+    );
+}
+
+/// Runs `cmd`, killing it after `limit` (a blocked target fails the test instead of hanging it).
+fn run_with_limit(mut cmd: Command, limit: Duration) -> RunOutput {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let description = format!("{cmd:?}");
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "blocked for {limit:?}: {description}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    RunOutput {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        description,
+    }
+}
+
+const SGLANG_LINES: &str = "\
+[2025-06-01 10:00:00 TP0] Init torch distributed begin.
+[2025-06-01 10:00:01 TP0] Load weight begin. avail mem=78.68 GB
+";
+
+#[test]
+fn a_rule_file_that_is_a_fifo_or_huge_is_refused_at_once() {
+    let dir = out_dir("rules");
+    let input = dir.join("input.log");
+    std::fs::write(&input, SGLANG_LINES).unwrap();
+    let fifo = dir.join("rules.fifo");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let huge = dir.join("huge.rules");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    for (rules, why) in [
+        (s(&fifo), "not a regular file"),
+        ("/dev/zero".to_string(), "not a regular file"),
+        (s(&huge), "larger than 1024 KiB"),
+    ] {
+        let journals_dir = dir.join(format!("j{}", why.len()));
+        let _ = std::fs::remove_dir_all(&journals_dir);
+        let cmd = hooked(
+            "tap_writer",
+            &[&s(&input), "7", "1"],
+            &journals_dir,
+            &[("VRAMLEDGER_RULES", &rules)],
+        );
+        let out = run_with_limit(cmd, Duration::from_secs(20));
+        assert!(out.success(), "{}", out.dump());
+        assert_eq!(out.stdout, SGLANG_LINES, "the output is unchanged");
+        one_warning(&out, why);
+        // The grammar still marks the stages.
+        let js = journals(&journals_dir);
+        assert_eq!(
+            count(&js[0], Kind::Stage),
+            3,
+            "startup, dist_init, weight_load"
+        );
+    }
+}
+
+#[test]
+fn a_rule_file_warning_never_lands_inside_a_program_line() {
+    let dir = out_dir("rules-warning");
+    let input = dir.join("input.log");
+    std::fs::write(&input, SGLANG_LINES).unwrap();
+    let rules = dir.join("bad.rules");
+    std::fs::write(&rules, "lonely_stage_without_text\n").unwrap();
+    // The program writes its lines to stderr 5 bytes at a time.
+    let cmd = hooked(
+        "tap_writer",
+        &[&s(&input), "5", "2"],
+        &dir.join("j"),
+        &[("VRAMLEDGER_RULES", &s(&rules))],
+    );
+    let out = run_with_limit(cmd, Duration::from_secs(20));
+    assert!(out.success(), "{}", out.dump());
+    one_warning(&out, "the rule file is ignored");
+    let others: String = out
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("vramledger["))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        others,
+        SGLANG_LINES,
+        "a program line was split\n{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn the_run_id_cannot_leave_the_folder() {
+    for (i, id) in ["../escape", "/", "..", "a/../../b", "x\ny"]
+        .iter()
+        .enumerate()
+    {
+        let dir = out_dir(&format!("runid{i}"));
+        let out_folder = dir.join("out");
+        let out = support::run(hooked(
+            "faults",
+            &["pairs", "3"],
+            &out_folder,
+            &[("VRAMLEDGER_RUN_ID", id)],
+        ));
+        pairs_output_ok(&out, "3");
+        let everywhere = journal::find(&dir).unwrap();
+        assert_eq!(everywhere.len(), 1, "{id:?}: {everywhere:?}");
+        assert_eq!(everywhere[0].parent().unwrap(), out_folder, "{id:?}");
+        let j = journal::read(&everywhere[0]).unwrap();
+        let recorded = j.header.get("run_id").unwrap();
+        assert!(
+            !recorded.contains('/') && !recorded.starts_with('.'),
+            "{recorded:?}"
+        );
+    }
+}
+
+#[test]
+fn folders_and_files_are_private_whatever_the_umask() {
+    for mask in [0o000, 0o077, 0o222] {
+        let dir = out_dir(&format!("umask{mask:o}"));
+        let nested = dir.join("a").join("b");
+        let mut cmd = hooked("faults", &["pairs", "3"], &nested, &[]);
+        // SAFETY: umask in the child before exec; async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::umask(mask);
+                Ok(())
+            });
+        }
+        let out = support::run(cmd);
+        pairs_output_ok(&out, "3");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&dir.join("a")), 0o700, "umask {mask:o}");
+        assert_eq!(mode(&nested), 0o700, "umask {mask:o}");
+        let files = journal::find(&nested).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(mode(&files[0]), 0o600, "umask {mask:o}");
+    }
+}
+
+#[test]
+fn a_folder_of_another_user_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let run_id = format!("foreign{}", std::process::id());
+    let folder = if euid == 0 {
+        let d = out_dir("foreign").join("theirs");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let c = std::ffi::CString::new(s(&d)).unwrap();
+        // SAFETY: chown with a NUL-terminated path, to an unused uid/gid.
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), 12345, 12345) }, 0);
+        d
+    } else {
+        // Not root: /tmp is a folder of another user (root) that anyone may write into.
+        let tmp = PathBuf::from("/tmp");
+        use std::os::unix::fs::MetadataExt;
+        assert_ne!(std::fs::metadata(&tmp).unwrap().uid(), euid);
+        tmp
+    };
+    let plain = clients().run("faults", &["pairs", "3"], &[]);
+    let out = support::run(hooked(
+        "faults",
+        &["pairs", "3"],
+        &folder,
+        &[("VRAMLEDGER_RUN_ID", &run_id)],
+    ));
+    assert_eq!(out.stdout, plain.stdout);
+    pairs_output_ok(&out, "3");
+    one_warning(&out, "belongs to uid");
+    let mine = std::fs::read_dir(&folder)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&run_id))
+        .count();
+    assert_eq!(mine, 0, "a journal was written into {}", folder.display());
+}
+
+#[test]
+fn disabled_dlsym_answers_as_without_the_preload() {
+    let plain = clients().run("dlsym_probe", &[], &[]);
+    assert!(plain.success(), "{}", plain.dump());
+    let dir = out_dir("dlsym");
+    let disabled = support::run(hooked(
+        "dlsym_probe",
+        &[],
+        &dir,
+        &[("VRAMLEDGER_DISABLE", "1")],
+    ));
+    assert!(disabled.success(), "{}", disabled.dump());
+    assert_eq!(disabled.stdout, plain.stdout, "{}", disabled.dump());
+    plain.assert_line("before cuInit: NULL");
+    plain.assert_line("after cuInit: libcuda.so.1");
+    // Enabled, the hooks answer (so the comparison above is not vacuous).
+    let enabled = support::run(hooked("dlsym_probe", &[], &dir, &[]));
+    enabled.assert_line("after cuInit: libvramledger.so");
+}
+
+#[test]
+fn hooks_leave_errno_as_the_driver_left_it() {
+    let plain = clients().run("faults", &["errno", "2000"], &[]);
+    let dir = out_dir("errno");
+    let out = support::run(hooked("faults", &["errno", "2000"], &dir, &[]));
+    assert!(out.success(), "{}", out.dump());
+    assert_eq!(out.stdout, plain.stdout);
+    out.assert_line("errno: 2000 pairs, changed 0 times");
+}
+
+#[test]
+fn secrets_never_reach_the_journal() {
+    let dir = out_dir("secrets");
+    let args = [
+        "pairs",
+        "3",
+        "--api-key",
+        "sk-SECRET1",
+        "--token=SECRET2",
+        "HF_TOKEN=SECRET3",
+        "--model",
+        "llama",
+    ];
+    let out = support::run(hooked(
+        "faults",
+        &args,
+        &dir,
+        &[
+            ("VLLM_API_KEY", "SECRET4"),
+            ("HF_TOKEN", "SECRET5"),
+            ("SGLANG_STORAGE_URL", "s3://user:SECRET6@host/b"),
+            ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+        ],
+    ));
+    pairs_output_ok(&out, "3");
+    let files = journal::find(&dir).unwrap();
+    let raw = std::fs::read(&files[0]).unwrap();
+    assert!(
+        !raw.windows(6).any(|w| w == b"SECRET"),
+        "a secret reached the journal"
+    );
+    let j = journal::read(&files[0]).unwrap();
+    let cmdline: Vec<&str> = j.header.get("cmdline").unwrap().split('\0').collect();
+    assert_eq!(
+        &cmdline[1..],
+        [
+            "pairs",
+            "3",
+            "--api-key",
+            "<redacted>",
+            "--token=<redacted>",
+            "HF_TOKEN=<redacted>",
+            "--model",
+            "llama"
+        ]
+    );
+    assert_eq!(j.header.get("env.VLLM_API_KEY"), Some("<redacted>"));
+    assert_eq!(j.header.get("env.HF_TOKEN"), None);
+    assert_eq!(j.header.get("env.SGLANG_STORAGE_URL"), None);
+    assert_eq!(
+        j.header.get("env.PYTORCH_CUDA_ALLOC_CONF"),
+        Some("expandable_segments:True")
+    );
+}
+
+#[test]
+fn journals_of_the_previous_writer_read_without_false_losses_at_chunk_boundaries() {
+    use vramledger_format::frame::{encode_frame, frame_len, head_word, PADDING_KIND};
+    use vramledger_format::{preamble, Event, Header};
+    const CHUNK: usize = 4 << 20;
+    let mut bytes = vec![0u8; 2 * CHUNK + (1 << 20)];
+    bytes[..16].copy_from_slice(&preamble());
+    let mut at = 16;
+    let mut h = Header::default();
+    h.push("pid", "1");
+    let hp = h.encode();
+    encode_frame(
+        Kind::Header as u16,
+        &hp,
+        &mut bytes[at..at + frame_len(hp.len())],
+    );
+    at += frame_len(hp.len());
+    let mut written = 0;
+    // Records of 104 bytes, laid out as the writer before this one did it: at a boundary the
+    // straddling writer pads to the boundary and leaves the rest of its reservation as zeros.
+    while at + 104 <= bytes.len() {
+        let first = at / CHUNK;
+        let last = (at + 104 - 1) / CHUNK;
+        if first != last {
+            let rest = (first + 1) * CHUNK - at;
+            bytes[at..at + 4].copy_from_slice(&head_word(PADDING_KIND).to_le_bytes());
+            bytes[at + 4..at + 8].copy_from_slice(&((rest - 8) as u32).to_le_bytes());
+            at += 104; // the reservation's end, past the boundary
+            continue;
+        }
+        let e = Event {
+            kind: Kind::Alloc as u16,
+            addr: 0x1000 + written as u64,
+            size: 1,
+            ..Event::default()
+        };
+        let p = e.encode();
+        encode_frame(e.kind, &p, &mut bytes[at..at + frame_len(p.len())]);
+        at += frame_len(p.len());
+        written += 1;
+    }
+    let j = journal::parse(Path::new("old.vlj"), &bytes).unwrap();
+    assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+    assert!(!j.corrupt);
+    assert_eq!(j.events.len(), written);
+    // A real loss right after a boundary padding is still reported.
+    let mut lost = bytes.clone();
+    let second = (CHUNK..CHUNK + 4096)
+        .step_by(8)
+        .find(|&o| u32::from_le_bytes(lost[o..o + 4].try_into().unwrap()) >> 16 == 0x564C)
+        .unwrap();
+    lost[second..second + 4].fill(0);
+    let j = journal::parse(Path::new("old.vlj"), &lost).unwrap();
+    assert_eq!(j.events.len(), written - 1);
+}
