@@ -96,6 +96,12 @@ impl Run {
     }
 }
 
+/// What `run` says once the command has ended, on its way to the report (the commands here
+/// make no CUDA call, so they leave no journal).
+fn reached_report(err: &str) -> bool {
+    err.contains("journals of run") || err.contains("the command wrote no journal")
+}
+
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
@@ -119,7 +125,7 @@ fn sigterm_is_relayed_and_the_report_still_comes() {
         "relayed\n"
     );
     // vramledger lived on past the command to its report step.
-    assert!(err.contains("journals of run"), "{err}");
+    assert!(reached_report(&err), "{err}");
 }
 
 #[test]
@@ -135,7 +141,7 @@ fn sigint_and_sighup_kill_the_command_and_pass_128_plus_n() {
             .finish()
             .unwrap_or_else(|| panic!("vramledger run did not end after SIG{sig}"));
         assert_eq!(got, Some(code), "SIG{sig}: {err}");
-        assert!(err.contains("journals of run"), "SIG{sig}: {err}");
+        assert!(reached_report(&err), "SIG{sig}: {err}");
     }
 }
 
