@@ -237,29 +237,21 @@ fn dump(path: &Path, as_text: bool) -> i32 {
     }
 }
 
-/// Reads every journal under `path` (only those of `run_id` when given). Unreadable files are
-/// reported and skipped; the flag says whether any input was bad.
+/// Reads every journal under `path` (only those of `run_id` when given) under the journal
+/// policy: unreadable files are reported and skipped; the flag says whether any input was bad.
 fn load(path: &Path, run_id: Option<&str>) -> Result<(Vec<Journal>, bool), String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    let mut bad = false;
-    let mut out = Vec::new();
-    for f in files {
-        match journal::read(&f) {
-            Ok(j) => {
-                if run_id.is_some_and(|id| j.header.get("run_id") != Some(id)) {
-                    continue;
-                }
-                bad |= j.corrupt;
-                out.push(j);
-            }
-            Err(e) => {
-                eprintln!("vramledger: {e}");
-                bad = true;
-            }
-        }
+    let loaded = journal::load(path)?;
+    for e in &loaded.unreadable {
+        eprintln!("vramledger: {e}");
     }
-    if out.is_empty() && !bad {
-        return Err(format!("no journals (*.vlj) found in {}", path.display()));
+    let mut bad = !loaded.unreadable.is_empty();
+    let mut out = Vec::new();
+    for j in loaded.journals {
+        if run_id.is_some_and(|id| j.header.get("run_id") != Some(id)) {
+            continue;
+        }
+        bad |= j.corrupt;
+        out.push(j);
     }
     Ok((out, bad))
 }

@@ -1,11 +1,15 @@
 //! `vramledger run`: start a command under the preload and report when it ends.
 //!
 //! Sets `LD_PRELOAD` to `libvramledger.so` (found by [`crate::libpath`]; children inherit it, so
-//! SGLang's spawned workers are covered), a fresh run id, and the journal folder; passes the
-//! command's exit code through (128 + signal when it was killed).
+//! SGLang's spawned workers are covered), a fresh run id, and the journal folder (created
+//! private, 0700); relays SIGINT, SIGTERM and SIGHUP to the command ([`crate::run_signals`]),
+//! waits for it and passes its exit code through (128 + signal when it was killed).
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::Command;
+
+use crate::run_signals;
 
 /// What `run` needs.
 pub struct RunSpec {
@@ -38,12 +42,16 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
     let (program, args) = spec.command.split_first().ok_or_else(|| {
         "no command given: use `vramledger run [--out DIR] -- CMD ARGS...`".to_string()
     })?;
-    std::fs::create_dir_all(&spec.out).map_err(|e| {
-        format!(
-            "cannot create the journal folder {}: {e}",
-            spec.out.display()
-        )
-    })?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&spec.out)
+        .map_err(|e| {
+            format!(
+                "cannot create the journal folder {}: {e}",
+                spec.out.display()
+            )
+        })?;
     let out = std::fs::canonicalize(&spec.out).unwrap_or_else(|_| spec.out.clone());
     let run_id = new_run_id();
     let preload = match std::env::var("LD_PRELOAD") {
@@ -61,6 +69,9 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
             .map_err(|e| format!("cannot pass stderr on to {program}: {e}"))?;
         cmd.stdout(err);
     }
+    // Relay SIGINT/SIGTERM/SIGHUP to the command (`run_signals`); installed before the spawn
+    // so no signal finds vramledger with its default action between the two.
+    run_signals::install();
     let mut child = cmd
         .args(args)
         .envs(python_boot.env())
@@ -69,23 +80,24 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         .env("VRAMLEDGER_RUN_ID", &run_id)
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
-    // Ctrl-C reaches the command (same process group); vramledger waits for it to finish
-    // and still reports. Ignored only now, after the spawn, so the command does not inherit it.
-    // SAFETY: setting a signal disposition of this process.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-    }
+    run_signals::started(child.id());
+    run_signals::wait_exited(child.id()).map_err(|e| format!("lost track of {program}: {e}"))?;
     let status = child
         .wait()
         .map_err(|e| format!("lost track of {program}: {e}"))?;
-    use std::os::unix::process::ExitStatusExt;
-    let exit_code = status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1);
     Ok(RunOutcome {
-        exit_code,
+        exit_code: exit_code(status),
         run_id,
         out,
     })
+}
+
+/// The command's exit code, as a shell reports it: its own code, or 128 + N when signal N
+/// killed it.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
 }

@@ -190,7 +190,8 @@ pub fn replay(j: &Journal, max_points: usize) -> Vec<DeviceTimeline> {
                 t0,
                 t1,
                 |r| r.t_ns,
-                |r| -(r.free as i64),
+                // The lowest free reading weighs most (saturating: a reading may be any u64).
+                |r| (r.free.min(i64::MAX as u64) as i64).wrapping_neg(),
             ),
             bands: bands.clone(),
         })

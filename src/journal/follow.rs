@@ -100,7 +100,9 @@ impl Follower {
     pub fn poll_at(&mut self, now: Instant) -> Result<usize, ReadError> {
         let path = self.journal.path.clone();
         let io = |e| ReadError::Io(path.clone(), e);
-        let mut f = File::open(&path).map_err(io)?;
+        // Never blocks on a FIFO named *.vlj, never reads past the journal limit (infile).
+        let (mut f, _) =
+            crate::infile::open(&path, crate::infile::Kind::Journal).map_err(ReadError::Input)?;
         if self.late_hole_filled(&mut f).map_err(io)? {
             let (grace, restarts) = (self.grace, self.restarts + 1);
             *self = Follower::new(&path);
@@ -248,6 +250,20 @@ impl Follower {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let p = std::env::temp_dir().join(format!("follow-fifo-{}.vlj", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success());
+        let e = Follower::new(&p).poll().unwrap_err();
+        let _ = std::fs::remove_file(&p);
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+    }
     use vramledger_format::frame::{encode_frame, frame_len};
     use vramledger_format::{preamble, Api, Owner};
 

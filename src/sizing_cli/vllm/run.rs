@@ -363,46 +363,63 @@ fn worker(j: &Journal) -> Option<Worker> {
 /// Reads every journal of the run, and the log's lines (matched to workers by the pid of their
 /// prefix; lines without one belong to every worker when there is one, else to the run).
 pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
+    // The journal policy (docs/journal.md): sizing claims exact bytes, so a damaged run gives
+    // no answer rather than one from part of the records.
+    let loaded = journal::load(path)?;
+    if loaded.damaged() {
+        let why: Vec<&str> = loaded
+            .unreadable
+            .iter()
+            .chain(
+                loaded
+                    .journals
+                    .iter()
+                    .filter(|j| j.corrupt)
+                    .flat_map(|j| &j.warnings),
+            )
+            .map(String::as_str)
+            .collect();
+        return Err(format!(
+            "{} is damaged, so no exact sizing can be taken from it: {}",
+            path.display(),
+            why.join("; ")
+        ));
+    }
     let mut out = RunLines::default();
-    for f in files {
-        match journal::read(&f) {
-            Ok(j) => {
-                let mut parts = settings::Assembler::default();
-                let mut recorded = Vec::new();
-                for e in &j.events {
-                    match e.kind() {
-                        Some(Kind::Stage) => {
-                            if let Some((_, l)) = e.text.split_once('\n') {
-                                out.observe_config(l);
-                            }
-                        }
-                        Some(Kind::Warning) if e.api() == Some(Api::VramledgerSettings) => {
-                            recorded.extend(parts.push(&e.text))
-                        }
-                        _ => {}
+    out.warnings.extend(loaded.messages().cloned());
+    for j in loaded.journals {
+        let mut parts = settings::Assembler::default();
+        let mut recorded = Vec::new();
+        for e in &j.events {
+            match e.kind() {
+                Some(Kind::Stage) => {
+                    if let Some((_, l)) = e.text.split_once('\n') {
+                        out.observe_config(l);
                     }
                 }
-                recorded.extend(parts.finish());
-                for a in recorded {
-                    out.observe_settings(&a);
+                Some(Kind::Warning) if e.api() == Some(Api::VramledgerSettings) => {
+                    recorded.extend(parts.push(&e.text))
                 }
-                match worker(&j) {
-                    Some(w) => out.workers.push(w),
-                    // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
-                    None => {
-                        for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
-                            let line = e.text.split_once('\n').map(|(_, l)| l);
-                            if let Some(b) = line.and_then(log::classify) {
-                                if b.engine == Engine::Vllm {
-                                    out.global.observe(&b);
-                                }
-                            }
+                _ => {}
+            }
+        }
+        recorded.extend(parts.finish());
+        for a in recorded {
+            out.observe_settings(&a);
+        }
+        match worker(&j) {
+            Some(w) => out.workers.push(w),
+            // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
+            None => {
+                for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
+                    let line = e.text.split_once('\n').map(|(_, l)| l);
+                    if let Some(b) = line.and_then(log::classify) {
+                        if b.engine == Engine::Vllm {
+                            out.global.observe(&b);
                         }
                     }
                 }
             }
-            Err(e) => out.warnings.push(e.to_string()),
         }
     }
     out.workers
