@@ -30,6 +30,10 @@ mkdir -p "$DEST/examples" "$DEST/scripts"
 cp "$LIB" "$DEST/libvramledger.so"
 cp "$CLI" "$DEST/vramledger"
 chmod +x "$DEST/vramledger"
+# The Python package, when scripts/python_package.sh has built it (scripts/gpu_first_hour.sh).
+for whl in target/wheels/vramledger-*manylinux*.whl; do
+    [[ -f "$whl" ]] && cp "$whl" "$DEST/"
+done
 # Sources only: no build outputs, no caches.
 find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
 find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;

@@ -23,6 +23,12 @@ use crate::ledger::REPORT_OWNERS;
 use crate::report_input::{owner_index, Run};
 use crate::size_arg::parse_size;
 
+/// The largest `max` a budget may give (1 EiB): larger is a typo, and would not survive the
+/// signed comparison with a figure.
+pub const MAX_BUDGET_BYTES: u64 = crate::report_input::MAX_FIGURE_BYTES;
+/// The most budgets a file may hold.
+pub const MAX_BUDGETS: usize = 10_000;
+
 /// The keys a budget entry may have.
 pub const KEYS: &[&str] = &[
     "owner", "stage", "device", "rank", "peak", "live", "max", "note",
@@ -149,8 +155,24 @@ fn parse_entry(file: &str, number: usize, v: &Value) -> Result<Budget, String> {
                 .ok_or_else(|| bad(format!("\"{key}\" is a whole number ≥ 0"))),
         }
     };
-    let device = index("device")?.map(|d| d as i64);
-    let rank = index("rank")?;
+    let device = match index("device")? {
+        Some(d) if d > crate::journal::MAX_DEVICE as u64 => {
+            return Err(bad(format!(
+                "\"device\" {d} is not a device ordinal (0 to {})",
+                crate::journal::MAX_DEVICE
+            )))
+        }
+        d => d.map(|d| d as i64),
+    };
+    let rank = match index("rank")? {
+        Some(r) if r > u32::MAX as u64 => {
+            return Err(bad(format!(
+                "\"rank\" {r} is not a rank (0 to {})",
+                u32::MAX
+            )))
+        }
+        r => r,
+    };
     let flag = |key: &str| -> Result<bool, String> {
         match obj.get(key) {
             None => Ok(false),
@@ -182,6 +204,11 @@ fn parse_entry(file: &str, number: usize, v: &Value) -> Result<Budget, String> {
             )))
         }
     };
+    if max > MAX_BUDGET_BYTES {
+        return Err(bad(format!(
+            "\"max\" {max} bytes is more than any device holds ({MAX_BUDGET_BYTES} bytes at most)"
+        )));
+    }
     let measure = match (&stage, peak, live) {
         (_, true, true) => return Err(bad("\"peak\" and \"live\" cannot both be true".into())),
         (Some(_), true, _) | (Some(_), _, true) => {
@@ -230,6 +257,12 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Budget>, String> {
             "{file}: \"budgets\" must be a list of budgets: {{\"budgets\": [{{\"owner\": \"nccl\", \"max\": \"1.5GiB\"}}]}}"
         ));
     };
+    if list.len() > MAX_BUDGETS {
+        return Err(format!(
+            "{file}: {} budgets, more than the {MAX_BUDGETS} a file may hold",
+            list.len()
+        ));
+    }
     list.iter()
         .enumerate()
         .map(|(i, e)| parse_entry(file, i + 1, e))
@@ -238,8 +271,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Budget>, String> {
 
 /// Reads a budgets file.
 pub fn load(path: &std::path::Path) -> Result<Vec<Budget>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = crate::infile::read_text(path, crate::infile::Kind::Budgets)?;
     parse(&path.display().to_string(), &text)
 }
 
@@ -369,6 +401,22 @@ mod tests {
                 "give a \"stage\"",
             ),
             (r#"{"budgets": [{"device": -1, "max": 1}]}"#, "whole number"),
+            (
+                r#"{"budgets": [{"device": 18446744073709551615, "max": 1}]}"#,
+                "not a device ordinal",
+            ),
+            (
+                r#"{"budgets": [{"rank": 4294967296, "max": 1}]}"#,
+                "not a rank",
+            ),
+            (
+                r#"{"budgets": [{"max": 18446744073709551615}]}"#,
+                "more than any device holds",
+            ),
+            (
+                r#"{"budgets": [{"max": "8000000TiB"}]}"#,
+                "more than any device holds",
+            ),
         ] {
             let e = parse("b.json", text).unwrap_err();
             assert!(e.starts_with("b.json: budget #1 {"), "{e}");

@@ -39,9 +39,14 @@ enum Command {
         /// Folder for the journals.
         #[arg(long, default_value = "vramledger-out")]
         out: PathBuf,
-        /// Print the report as JSON instead of text.
+        /// Print the report as JSON instead of text (the command's stdout then goes to stderr,
+        /// so that stdout is the JSON alone).
         #[arg(long)]
         json: bool,
+        /// The preload library to use [default: VRAMLEDGER_LIB, else libvramledger.so beside
+        /// this binary, else the copy this binary carries].
+        #[arg(long, value_name = "PATH")]
+        lib: Option<PathBuf>,
         /// The command and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
@@ -83,7 +88,7 @@ enum Command {
     Check {
         /// The baseline: a run folder, a journal, or a report from `vramledger report --json`
         /// (optional when --budgets is given).
-        #[arg(long, value_name = "BASE", required_unless_present = "budgets")]
+        #[arg(long, value_name = "BASE")]
         baseline: Option<PathBuf>,
         /// The run to check (same kinds as BASE).
         current: PathBuf,
@@ -116,6 +121,13 @@ enum Command {
     Export(export::ExportArgs),
     /// A live terminal view of devices × owners, stages, peaks and recent changes (q quits).
     Top(top::TopArgs),
+    /// Print the path of the libvramledger.so that `run` preloads (for LD_PRELOAD by hand).
+    LibPath {
+        /// Check this file instead of searching [default: VRAMLEDGER_LIB, else beside this
+        /// binary, else the carried copy, written out on first use].
+        #[arg(long, value_name = "PATH")]
+        lib: Option<PathBuf>,
+    },
     /// Print every record of a journal as JSON lines.
     Dump {
         /// A journal file (*.vlj).
@@ -171,7 +183,16 @@ pub fn main() -> i32 {
             budgets.as_deref(),
             bytes,
         ),
-        Command::Run { out, json, command } => run_command(out, json, command),
+        Command::Run {
+            out,
+            json,
+            lib,
+            command,
+        } => run_command(out, json, lib, command),
+        Command::LibPath { lib } => match crate::libpath::for_this_cli(lib.as_deref()) {
+            Ok(p) => emit(&format!("{}\n", p.display())),
+            Err(e) => fail(e),
+        },
         Command::Snapshot(args) => snapshot::main(args),
         Command::Metrics(args) => metrics::main(args),
         Command::Serve(args) => serve::main(args),
@@ -216,29 +237,21 @@ fn dump(path: &Path, as_text: bool) -> i32 {
     }
 }
 
-/// Reads every journal under `path` (only those of `run_id` when given). Unreadable files are
-/// reported and skipped; the flag says whether any input was bad.
+/// Reads every journal under `path` (only those of `run_id` when given) under the journal
+/// policy: unreadable files are reported and skipped; the flag says whether any input was bad.
 fn load(path: &Path, run_id: Option<&str>) -> Result<(Vec<Journal>, bool), String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    let mut bad = false;
-    let mut out = Vec::new();
-    for f in files {
-        match journal::read(&f) {
-            Ok(j) => {
-                if run_id.is_some_and(|id| j.header.get("run_id") != Some(id)) {
-                    continue;
-                }
-                bad |= j.corrupt;
-                out.push(j);
-            }
-            Err(e) => {
-                eprintln!("vramledger: {e}");
-                bad = true;
-            }
-        }
+    let loaded = journal::load(path)?;
+    for e in &loaded.unreadable {
+        eprintln!("vramledger: {e}");
     }
-    if out.is_empty() && !bad {
-        return Err(format!("no journals (*.vlj) found in {}", path.display()));
+    let mut bad = !loaded.unreadable.is_empty();
+    let mut out = Vec::new();
+    for j in loaded.journals {
+        if run_id.is_some_and(|id| j.header.get("run_id") != Some(id)) {
+            continue;
+        }
+        bad |= j.corrupt;
+        out.push(j);
     }
     Ok((out, bad))
 }
@@ -268,25 +281,38 @@ fn report(path: &Path, json: bool, bytes: bool, run_id: Option<&str>) -> i32 {
     rc
 }
 
-fn run_command(out: PathBuf, json: bool, command: Vec<String>) -> i32 {
-    let outcome = match run::run(&run::RunSpec { out, command }) {
+fn run_command(out: PathBuf, json: bool, lib: Option<PathBuf>, command: Vec<String>) -> i32 {
+    let spec = run::RunSpec {
+        out,
+        command,
+        lib,
+        stdout_to_stderr: json,
+    };
+    let outcome = match run::run(&spec) {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    eprintln!(
-        "vramledger: journals of run {} are in {}; report again with `vramledger report {}`",
-        outcome.run_id,
-        outcome.out.display(),
-        outcome.out.display()
-    );
-    let has_journals = journal::find(&outcome.out)
-        .map(|f| !f.is_empty())
-        .unwrap_or(false);
+    // Journals are named `<run id>.<host>.<pid>.<start>.vlj` (shim/src/journal.rs): earlier
+    // runs' journals in the same folder are not this run's.
+    let prefix = format!("{}.", outcome.run_id);
+    let ours = |f: &PathBuf| {
+        f.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&prefix))
+    };
+    let has_journals = journal::find(&outcome.out).is_ok_and(|f| f.iter().any(ours));
     if has_journals {
+        eprintln!(
+            "vramledger: journals of run {} are in {}; report again with `vramledger report {}`",
+            outcome.run_id,
+            outcome.out.display(),
+            outcome.out.display()
+        );
         let _ = report(&outcome.out, json, false, Some(&outcome.run_id));
     } else {
         eprintln!(
-            "vramledger: the command wrote no journal (it used no CUDA and printed no stage line)"
+            "vramledger: the command wrote no journal in {} (it made no CUDA call and printed no stage line under the preload)",
+            outcome.out.display()
         );
     }
     outcome.exit_code

@@ -263,27 +263,36 @@ fn label(a: Option<&Process>, b: Option<&Process>, how: &str) -> String {
     }
 }
 
-/// Pairs items by key and occurrence of that key: A's order, then what only B has.
-fn pair_by_key<'x, T, K: PartialEq>(
+/// Pairs items by key and occurrence of that key: A's order, then what only B has. Linear:
+/// a report may list tens of thousands of stages or modules.
+fn pair_by_key<'x, T, K: Eq + std::hash::Hash>(
     a: &'x [T],
     b: &'x [T],
     key: impl Fn(&T) -> K,
 ) -> Vec<(Option<&'x T>, Option<&'x T>, usize)> {
-    let occurrence = |list: &[T], i: usize| {
-        let k = key(&list[i]);
-        list[..i].iter().filter(|x| key(x) == k).count()
-    };
-    let find = |list: &'x [T], k: &K, occ: usize| list.iter().filter(|x| key(x) == *k).nth(occ);
-    let mut out = Vec::new();
-    for i in 0..a.len() {
-        let occ = occurrence(a, i);
-        out.push((Some(&a[i]), find(b, &key(&a[i]), occ), occ));
+    use std::collections::HashMap;
+    let mut in_b: HashMap<K, Vec<usize>> = HashMap::new();
+    for (j, y) in b.iter().enumerate() {
+        in_b.entry(key(y)).or_default().push(j);
     }
-    for j in 0..b.len() {
-        let occ = occurrence(b, j);
-        if find(a, &key(&b[j]), occ).is_none() {
-            out.push((None, Some(&b[j]), occ));
+    let mut count_a: HashMap<K, usize> = HashMap::new();
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    for x in a {
+        let k = key(x);
+        let partner = in_b.get(&k).map(Vec::as_slice).unwrap_or_default();
+        let occ = count_a.entry(k).or_insert(0);
+        out.push((Some(x), partner.get(*occ).map(|&j| &b[j]), *occ));
+        *occ += 1;
+    }
+    let mut count_b: HashMap<K, usize> = HashMap::new();
+    for y in b {
+        let k = key(y);
+        let in_a = count_a.get(&k).copied().unwrap_or(0);
+        let occ = count_b.entry(k).or_insert(0);
+        if *occ >= in_a {
+            out.push((None, Some(y), *occ));
         }
+        *occ += 1;
     }
     out
 }
@@ -383,16 +392,27 @@ pub fn compare_runs(side_a: Side, a: &Run, side_b: Side, b: &Run) -> Diff {
     let mut devices = Vec::new();
     let mut stages = Vec::new();
     let mut figures = Vec::new();
+    let mut used_labels = std::collections::HashSet::new();
+    let mut next_suffix: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::new();
     for (ia, ib, how) in pair_processes(&a.processes, &b.processes) {
         let pa = ia.map(|i| &a.processes[i]);
         let pb = ib.map(|i| &b.processes[i]);
-        let mut name = label(pa, pb, how);
-        let base = name.clone();
-        let mut n = 2;
-        while processes.iter().any(|p: &ProcPair| p.label == name) {
-            name = format!("{base} #{n}");
-            n += 1;
+        // Labels are unique: a repeated one gets ` #2`, ` #3`, … (a set, not a scan of every
+        // label so far: a report may list thousands of processes).
+        let base = label(pa, pb, how);
+        let mut name = base.clone();
+        if used_labels.contains(&name) {
+            let n = next_suffix.entry(base.clone()).or_insert(2);
+            loop {
+                name = format!("{base} #{n}");
+                *n += 1;
+                if !used_labels.contains(&name) {
+                    break;
+                }
+            }
         }
+        used_labels.insert(name.clone());
         let pi = processes.len();
         processes.push(ProcPair {
             label: name,

@@ -1,11 +1,16 @@
-//! Reading journals: strict at the head, forgiving at the tail.
+//! Reading journals: strict at the head, forgiving at the tail, one policy for every verb
+//! (written down in docs/journal.md, "Damaged journals").
 //!
-//! A file that is not a journal, or a journal of a newer format, is an error that says
-//! which. Inside a journal, a record that was in flight when the process was killed (a
-//! zero head word) or a torn record (bad checksum) is skipped with a warning, and reading
-//! resumes at the next committed record; what can be read is always returned. Format 2
-//! (the shim's today, [`blocks`]) checks a CRC per 64 KiB block: a block whose seal does not
-//! match is skipped whole; format 1 (older journals) one per record.
+//! A file that is not a journal (not a regular file, shorter than the 16-byte preamble, no
+//! magic), or a journal of a newer format, is an error that says which. Inside a journal, a
+//! record that was in flight when the process was killed (a zero head word followed by
+//! committed records) is skipped with a warning and is not damage: `kill -9` loses at most
+//! the records in flight. A torn or corrupt record, a file cut in the middle of a record, or
+//! a journal without its header record is damage ([`Journal::corrupt`]): reading resumes at
+//! the next committed record and what can be read is returned, but every verb exits 2.
+//! [`load`] applies this to a run folder for every verb. Format 2 (the shim's today,
+//! [`blocks`]) checks one CRC per 64 KiB block: a block whose seal does not match is skipped
+//! whole (damage); format 1 (older journals) checks one per record.
 
 pub(crate) mod blocks;
 pub mod follow;
@@ -51,6 +56,10 @@ pub enum ReadError {
     NotAJournal(PathBuf),
     /// The journal was written by a newer format.
     NewerVersion(PathBuf, u32),
+    /// Shorter than the preamble: not a journal (an empty file, or one cut at its start).
+    TooShort(PathBuf, usize),
+    /// Not a regular file, too large, unreadable: the message says which.
+    Input(String),
 }
 
 impl fmt::Display for ReadError {
@@ -67,6 +76,13 @@ impl fmt::Display for ReadError {
                 "{} was written by a newer vramledger (journal format {v}; this reader knows format {FORMAT_VERSION}); upgrade the vramledger CLI",
                 p.display()
             ),
+            ReadError::TooShort(p, n) => write!(
+                f,
+                "{} is not a vramledger journal: it is {n} bytes long, shorter than the {PREAMBLE_LEN}-byte journal preamble{}",
+                p.display(),
+                if *n == 0 { " (an empty file)" } else { "" }
+            ),
+            ReadError::Input(msg) => f.write_str(msg),
         }
     }
 }
@@ -141,7 +157,8 @@ pub struct DeviceIdentity {
 
 /// Reads a journal file.
 pub fn read(path: &Path) -> Result<Journal, ReadError> {
-    let bytes = std::fs::read(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
+    let bytes =
+        crate::infile::read(path, crate::infile::Kind::Journal).map_err(ReadError::Input)?;
     parse(path, &bytes)
 }
 
@@ -160,16 +177,15 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
             blocks::parse(path, bytes, &mut j);
             return Ok(j);
         }
-        PreambleCheck::NotAJournal => return Err(ReadError::NotAJournal(path.to_path_buf())),
+        // Version 0 was never written: a damaged preamble, not a newer format.
+        PreambleCheck::NotAJournal | PreambleCheck::NewerVersion(0) => {
+            return Err(ReadError::NotAJournal(path.to_path_buf()))
+        }
         PreambleCheck::NewerVersion(v) => {
             return Err(ReadError::NewerVersion(path.to_path_buf(), v))
         }
         PreambleCheck::Truncated => {
-            j.warnings.push(format!(
-                "{}: the journal is empty (its process wrote nothing)",
-                path.display()
-            ));
-            return Ok(j);
+            return Err(ReadError::TooShort(path.to_path_buf(), bytes.len()))
         }
     }
     let mut at = PREAMBLE_LEN;
@@ -234,7 +250,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                             path.display()
                         ));
                     } else if err == FrameError::Truncated {
-                        j.warnings.push(format!("{}: the last record is cut off (the process was killed while writing it)", path.display()));
+                        j.warnings.push(format!("{}: the last record is cut off at offset {at} (the file was truncated, or copied while it was written)", path.display()));
                     }
                     break;
                 };
@@ -309,28 +325,80 @@ impl Journal {
     }
 }
 
-/// The journal files of a run: `path` itself if it is a file, else every `*.vlj` file
-/// under it (recursively, so journals copied from several hosts can sit in sub-folders).
+/// The journal files of a run: `path` itself if it is not a folder, else every `*.vlj`
+/// entry under it (recursively, so journals copied from several hosts can sit in
+/// sub-folders; a folder reached twice through links is walked once). Entries that are not
+/// regular files are listed too: reading them says why they are refused.
 pub fn find(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
     let meta = std::fs::metadata(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
-    if meta.is_file() {
+    if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::BTreeSet::new();
+    seen.insert((meta.dev(), meta.ino()));
     let mut out = Vec::new();
     let mut stack = vec![path.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let entries = std::fs::read_dir(&dir).map_err(|e| ReadError::Io(dir.clone(), e))?;
         for entry in entries.flatten() {
             let p = entry.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "vlj") {
-                out.push(p);
+            // Follows links (a linked folder of journals is read), never into a loop.
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_dir() => {
+                    let first_visit = seen.insert((m.dev(), m.ino()));
+                    if first_visit {
+                        stack.push(p);
+                    }
+                }
+                _ if p.extension().is_some_and(|x| x == "vlj") => out.push(p),
+                _ => {}
             }
         }
     }
     out.sort();
     Ok(out)
+}
+
+/// A run read under the one policy: the journals that could be read, and the files that
+/// could not (each a message naming the file and why).
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub journals: Vec<Journal>,
+    pub unreadable: Vec<String>,
+}
+
+impl Loaded {
+    /// Some input was unreadable or damaged: the verb exits 2 (a record merely lost in
+    /// flight at a kill is not damage).
+    pub fn damaged(&self) -> bool {
+        !self.unreadable.is_empty() || self.journals.iter().any(|j| j.corrupt)
+    }
+
+    /// The warnings of every journal, then the unreadable files, for stderr.
+    pub fn messages(&self) -> impl Iterator<Item = &String> {
+        self.journals
+            .iter()
+            .flat_map(|j| &j.warnings)
+            .chain(&self.unreadable)
+    }
+}
+
+/// Reads a run folder or one journal. An error only when nothing can be read at all (the
+/// path is missing, or holds no journal); unreadable files are listed in [`Loaded`].
+pub fn load(path: &Path) -> Result<Loaded, String> {
+    let files = find(path).map_err(|e| e.to_string())?;
+    let mut loaded = Loaded::default();
+    for f in files {
+        match read(&f) {
+            Ok(j) => loaded.journals.push(j),
+            Err(e) => loaded.unreadable.push(e.to_string()),
+        }
+    }
+    if loaded.journals.is_empty() && loaded.unreadable.is_empty() {
+        return Err(format!("no journals (*.vlj) found in {}", path.display()));
+    }
+    Ok(loaded)
 }
 
 #[cfg(test)]

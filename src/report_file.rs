@@ -1,15 +1,15 @@
 //! `vramledger report PATH -o FILE [--html | --json] [--force]`: the report written to a
-//! file (text, JSON, or one self-contained HTML page) instead of stdout. An existing file is
-//! never replaced without `--force`.
+//! file (text, JSON, or one self-contained HTML page) instead of stdout, through
+//! [`crate::fsout`]: an existing file is never replaced without `--force`, and nothing but a
+//! regular file ever is; `-o -` is stdout.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use crate::cli::EXIT_BAD_INPUT;
 use crate::journal::{self, Journal};
 use crate::output::report_text::Units;
-use crate::{ledger, output, timeline};
+use crate::{fsout, ledger, output, timeline};
 
 /// Points per device in the HTML timeline (the SVG stays small; peaks are kept).
 pub const TIMELINE_POINTS: usize = 2000;
@@ -22,51 +22,15 @@ pub enum Format {
     Html,
 }
 
-/// Reads every journal under `path`; unreadable ones are reported and skipped (the flag
-/// says so), as `vramledger report` does.
+/// Reads every journal under `path` under the journal policy; unreadable ones are reported
+/// and skipped (the flag says so), as `vramledger report` does.
 fn load(path: &Path) -> Result<(Vec<Journal>, bool), String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    let mut bad = false;
-    let mut out = Vec::new();
-    for f in files {
-        match journal::read(&f) {
-            Ok(j) => {
-                bad |= j.corrupt;
-                out.push(j);
-            }
-            Err(e) => {
-                eprintln!("vramledger: {e}");
-                bad = true;
-            }
-        }
+    let loaded = journal::load(path)?;
+    for e in &loaded.unreadable {
+        eprintln!("vramledger: {e}");
     }
-    if out.is_empty() && !bad {
-        return Err(format!("no journals (*.vlj) found in {}", path.display()));
-    }
-    Ok((out, bad))
-}
-
-/// Writes `bytes` to `out`; refuses to replace an existing file unless `force`.
-pub fn write_new(out: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true);
-    if force {
-        opts.create(true).truncate(true);
-    } else {
-        opts.create_new(true);
-    }
-    let mut f = opts.open(out).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            format!(
-                "{} already exists; pass --force to overwrite it",
-                out.display()
-            )
-        } else {
-            format!("cannot write {}: {e}", out.display())
-        }
-    })?;
-    f.write_all(bytes)
-        .map_err(|e| format!("cannot write {}: {e}", out.display()))
+    let bad = loaded.damaged();
+    Ok((loaded.journals, bad))
 }
 
 /// Renders the report of `path` in `format` into `out`; returns the exit code.
@@ -75,12 +39,9 @@ pub fn command(path: &Path, format: Format, bytes: bool, out: &Path, force: bool
         eprintln!("vramledger: {e}");
         EXIT_BAD_INPUT
     };
-    if !force && out.exists() {
-        // Said before the journals are read: they can be large.
-        return fail(format!(
-            "{} already exists; pass --force to overwrite it",
-            out.display()
-        ));
+    // Said before the journals are read: they can be large.
+    if let Err(e) = fsout::check(out, force) {
+        return fail(e);
     }
     let (journals, bad) = match load(path) {
         Ok(x) => x,
@@ -112,10 +73,11 @@ pub fn command(path: &Path, format: Format, bytes: bool, out: &Path, force: bool
             output::html::render(&books, &timelines, units)
         }
     };
-    if let Err(e) = write_new(out, text.as_bytes(), force) {
-        return fail(e);
+    match fsout::write(out, text.as_bytes(), force) {
+        Ok(fsout::Written::File) => eprintln!("vramledger: wrote {}", out.display()),
+        Ok(fsout::Written::Stdout) => {}
+        Err(e) => return fail(e),
     }
-    eprintln!("vramledger: wrote {}", out.display());
     if bad {
         eprintln!("vramledger: some input was unreadable or corrupt (see above); the report covers what could be read");
         return EXIT_BAD_INPUT;

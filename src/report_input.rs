@@ -13,9 +13,9 @@ use std::path::Path;
 use serde_json::Value;
 use vramledger_format::Owner;
 
-use crate::journal;
 use crate::ledger::{self, REPORT_OWNERS};
 use crate::output::report_json::SCHEMA;
+use crate::{infile, journal};
 
 /// Bytes per report owner, in [`REPORT_OWNERS`] order.
 pub type Owners = [i64; 7];
@@ -256,6 +256,98 @@ pub fn from_report_json(v: &Value) -> Result<Run, String> {
     Ok(Run { processes })
 }
 
+/// A report file larger than this is refused (reports are kilobytes; the parsed tree takes
+/// several times the text).
+pub const MAX_REPORT_JSON_BYTES: usize = 256 << 20;
+/// The largest byte figure a report may carry, either sign (1 EiB: no device comes close).
+pub const MAX_FIGURE_BYTES: u64 = 1 << 60;
+/// The largest timestamp (ns) a report may carry.
+pub const MAX_T_NS: u64 = 1 << 62;
+/// The most processes, devices per process, and stages or modules per device a report may list.
+pub const MAX_PROCESSES: usize = 1 << 14;
+pub const MAX_ENTRIES: usize = 1 << 16;
+
+/// Checks that every figure of a report file is a whole number in its range and that no
+/// list is absurdly long, before anything is computed from it: a figure out of range is an
+/// error naming it, never a silent 0 or a wrapped sum.
+pub fn check_report_json(v: &Value) -> Result<(), String> {
+    fn num(v: &Value, key: &str, what: &str, lo: i128, hi: i128) -> Result<(), String> {
+        match v.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(x) => {
+                let n = x.as_i64().map(i128::from).or(x.as_u64().map(i128::from));
+                match n {
+                    Some(n) if (lo..=hi).contains(&n) => Ok(()),
+                    _ => Err(format!(
+                        "{what}: \"{key}\" is {x}, not a whole number in [{lo}, {hi}]"
+                    )),
+                }
+            }
+        }
+    }
+    fn list<'a>(v: &'a Value, key: &str, what: &str, max: usize) -> Result<&'a [Value], String> {
+        match v.get(key).and_then(Value::as_array) {
+            Some(a) if a.len() > max => Err(format!(
+                "{what}: \"{key}\" lists {} entries, more than the {max} a report may have",
+                a.len()
+            )),
+            Some(a) => Ok(a),
+            None => Ok(&[]),
+        }
+    }
+    let bytes = |v: &Value, key: &str, what: &str| {
+        let m = MAX_FIGURE_BYTES as i128;
+        num(v, key, what, -m, m)
+    };
+    let by_owner = |v: Option<&Value>, what: &str| -> Result<(), String> {
+        match v.filter(|m| m.is_object()) {
+            Some(m) => m
+                .as_object()
+                .into_iter()
+                .flat_map(|o| o.keys())
+                .try_for_each(|k| bytes(m, k, what)),
+            None => Ok(()),
+        }
+    };
+    for (i, p) in list(v, "processes", "the report", MAX_PROCESSES)?
+        .iter()
+        .enumerate()
+    {
+        let what = format!("process #{}", i + 1);
+        num(p, "pid", &what, 0, u32::MAX as i128)?;
+        num(p, "rank", &what, 0, u32::MAX as i128)?;
+        for d in list(p, "devices", &what, crate::journal::MAX_DEVICE as usize + 2)? {
+            num(d, "device", &what, -1, crate::journal::MAX_DEVICE as i128)?;
+            let what = format!("{what} device {}", d.get("device").unwrap_or(&Value::Null));
+            for (k, s) in list(d, "stages", &what, MAX_ENTRIES)?.iter().enumerate() {
+                let sw = format!("{what} stage #{}", k + 1);
+                num(s, "start_t_ns", &sw, 0, MAX_T_NS as i128)?;
+                num(s, "end_t_ns", &sw, 0, MAX_T_NS as i128)?;
+                bytes(s, "device_delta_bytes", &sw)?;
+                by_owner(s.get("by_owner"), &sw)?;
+            }
+            for m in list(d, "modules", &what, MAX_ENTRIES)? {
+                bytes(m, "live_bytes", &what)?;
+                bytes(m, "peak_bytes", &what)?;
+            }
+            by_owner(d.pointer("/live_at_end/by_owner"), &what)?;
+            if let Some(t) = d.pointer("/peak/total") {
+                bytes(t, "bytes", &what)?;
+            }
+            if let Some(m) = d.pointer("/peak/by_owner").and_then(Value::as_object) {
+                for p in m.values() {
+                    bytes(p, "bytes", &what)?;
+                }
+            }
+            if let Some(r) = d.get("reconciliation") {
+                bytes(r, "start_free_bytes", &what)?;
+                bytes(r, "end_free_bytes", &what)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What a file is, from its first bytes and, for JSON, its schema.
 fn read_json_report(path: &Path, bytes: &[u8]) -> Option<Result<Run, String>> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace())?;
@@ -263,6 +355,12 @@ fn read_json_report(path: &Path, bytes: &[u8]) -> Option<Result<Run, String>> {
         return None;
     }
     let p = path.display();
+    if bytes.len() > MAX_REPORT_JSON_BYTES {
+        return Some(Err(format!(
+            "{p} is {} bytes of JSON: larger than any vramledger report ({MAX_REPORT_JSON_BYTES} bytes at most)",
+            bytes.len()
+        )));
+    }
     let v: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => {
@@ -272,9 +370,9 @@ fn read_json_report(path: &Path, bytes: &[u8]) -> Option<Result<Run, String>> {
         }
     };
     Some(match v.get("schema") {
-        Some(Value::String(s)) if s == SCHEMA => {
-            from_report_json(&v).map_err(|e| format!("{p}: the report is malformed: {e}"))
-        }
+        Some(Value::String(s)) if s == SCHEMA => check_report_json(&v)
+            .and_then(|_| from_report_json(&v))
+            .map_err(|e| format!("{p}: the report is malformed: {e}")),
         Some(Value::String(s)) => Err(format!("{p} is a {s} file, not a vramledger report")),
         _ => Err(format!(
             "{p} is a JSON file without a \"schema\" field, not a vramledger report (write one with `vramledger report --json`)"
@@ -289,47 +387,70 @@ fn from_journals(journals: &[journal::Journal]) -> Result<Run, String> {
     from_report_json(&v)
 }
 
+/// Reads one file: a report, else a journal. Anything else is one message.
+fn load_file(path: &Path, source: String) -> Result<Input, String> {
+    let bytes = infile::read(path, infile::Kind::JournalOrReport)?;
+    from_bytes(path, source, &bytes)
+}
+
+/// The bytes of one file read as a report, else a journal (`path` names it in messages).
+pub fn from_bytes(path: &Path, source: String, bytes: &[u8]) -> Result<Input, String> {
+    if let Some(report) = read_json_report(path, bytes) {
+        return Ok(Input {
+            source,
+            kind: "report",
+            run: report?,
+            warnings: Vec::new(),
+            damaged: false,
+        });
+    }
+    if bytes.len() < vramledger_format::PREAMBLE_LEN {
+        return Err(format!(
+            "{} is neither a vramledger report nor a journal: it is {} bytes long{}",
+            path.display(),
+            bytes.len(),
+            if bytes.is_empty() {
+                " (an empty file)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let j = journal::parse(path, bytes).map_err(|e| e.to_string())?;
+    Ok(Input {
+        source,
+        kind: "journals",
+        run: from_journals(std::slice::from_ref(&j))?,
+        damaged: j.corrupt,
+        warnings: j.warnings,
+    })
+}
+
 /// Loads a run folder, a journal or a report JSON file. An error is one message for humans.
+/// A folder is read under the journal policy ([`journal::load`]): unreadable or damaged
+/// journals are warnings and mark the input damaged (the verb exits 2 after its output).
 pub fn load(path: &Path) -> Result<Input, String> {
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let source = path.display().to_string();
-    let mut journals = Vec::new();
-    if meta.is_file() {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if let Some(report) = read_json_report(path, &bytes) {
-            return Ok(Input {
-                source,
-                kind: "report",
-                run: report?,
-                warnings: Vec::new(),
-                damaged: false,
-            });
-        }
-        journals.push(journal::parse(path, &bytes).map_err(|e| e.to_string())?);
-    } else {
-        for f in journal::find(path).map_err(|e| e.to_string())? {
-            journals.push(journal::read(&f).map_err(|e| e.to_string())?);
-        }
-        if journals.is_empty() {
-            return Err(format!(
-                "no journals (*.vlj) found in {} (give a run folder, a journal, or a report from `vramledger report --json`)",
-                path.display()
-            ));
-        }
+    if !meta.is_dir() {
+        return load_file(path, source);
     }
-    let warnings = journals
-        .iter()
-        .flat_map(|j| j.warnings.iter().cloned())
-        .collect();
-    let damaged = journals.iter().any(|j| j.corrupt);
+    let hint = "(give a run folder, a journal, or a report from `vramledger report --json`)";
+    let loaded = journal::load(path).map_err(|e| format!("{e} {hint}"))?;
+    if loaded.journals.is_empty() {
+        return Err(format!(
+            "no readable journal in {}: {} {hint}",
+            path.display(),
+            loaded.unreadable.join("; ")
+        ));
+    }
     Ok(Input {
         source,
         kind: "journals",
-        run: from_journals(&journals)?,
-        warnings,
-        damaged,
+        run: from_journals(&loaded.journals)?,
+        warnings: loaded.messages().cloned().collect(),
+        damaged: loaded.damaged(),
     })
 }
 

@@ -1,16 +1,24 @@
 //! `vramledger run`: start a command under the preload and report when it ends.
 //!
-//! Sets `LD_PRELOAD` to the `libvramledger.so` next to the CLI (children inherit it, so
-//! SGLang's spawned workers are covered), a fresh run id, and the journal folder; passes the
-//! command's exit code through (128 + signal when it was killed).
+//! Sets `LD_PRELOAD` to `libvramledger.so` (found by [`crate::libpath`]; children inherit it, so
+//! SGLang's spawned workers are covered), a fresh run id, and the journal folder (created
+//! private, 0700); relays SIGINT, SIGTERM and SIGHUP to the command ([`crate::run_signals`]),
+//! waits for it and passes its exit code through (128 + signal when it was killed).
 
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
 use std::process::Command;
+
+use crate::run_signals;
 
 /// What `run` needs.
 pub struct RunSpec {
     pub out: PathBuf,
     pub command: Vec<String>,
+    /// `--lib PATH`: the preload library to use (see [`crate::libpath`] for the search).
+    pub lib: Option<PathBuf>,
+    /// Send the command's stdout to vramledger's stderr (`run --json`: stdout is the report's).
+    pub stdout_to_stderr: bool,
 }
 
 /// What happened.
@@ -18,22 +26,6 @@ pub struct RunOutcome {
     pub exit_code: i32,
     pub run_id: String,
     pub out: PathBuf,
-}
-
-/// The library shipped next to the CLI binary.
-pub fn library_next_to_cli() -> Result<PathBuf, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot locate the vramledger binary: {e}"))?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let lib = dir.join("libvramledger.so");
-    if lib.is_file() {
-        Ok(lib)
-    } else {
-        Err(format!(
-            "libvramledger.so is not next to the CLI ({}); build the workspace (`cargo build --release`) or copy it there",
-            lib.display()
-        ))
-    }
 }
 
 fn new_run_id() -> String {
@@ -46,16 +38,20 @@ fn new_run_id() -> String {
 
 /// Runs the command to completion.
 pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
-    let lib = library_next_to_cli()?;
+    let lib = crate::libpath::for_this_cli(spec.lib.as_deref())?;
     let (program, args) = spec.command.split_first().ok_or_else(|| {
         "no command given: use `vramledger run [--out DIR] -- CMD ARGS...`".to_string()
     })?;
-    std::fs::create_dir_all(&spec.out).map_err(|e| {
-        format!(
-            "cannot create the journal folder {}: {e}",
-            spec.out.display()
-        )
-    })?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&spec.out)
+        .map_err(|e| {
+            format!(
+                "cannot create the journal folder {}: {e}",
+                spec.out.display()
+            )
+        })?;
     let out = std::fs::canonicalize(&spec.out).unwrap_or_else(|_| spec.out.clone());
     let run_id = new_run_id();
     let preload = match std::env::var("LD_PRELOAD") {
@@ -64,7 +60,19 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
     };
     // Python processes load vramledger's pool hooks; the folder lives until the command ends.
     let python_boot = crate::python_boot::prepare(&run_id);
-    let mut child = Command::new(program)
+    let mut cmd = Command::new(program);
+    if spec.stdout_to_stderr {
+        use std::os::fd::AsFd;
+        let err = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| format!("cannot pass stderr on to {program}: {e}"))?;
+        cmd.stdout(err);
+    }
+    // Relay SIGINT/SIGTERM/SIGHUP to the command (`run_signals`); installed before the spawn
+    // so no signal finds vramledger with its default action between the two.
+    run_signals::install();
+    let mut child = cmd
         .args(args)
         .envs(python_boot.env())
         .env("LD_PRELOAD", preload)
@@ -72,23 +80,24 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         .env("VRAMLEDGER_RUN_ID", &run_id)
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
-    // Ctrl-C reaches the command (same process group); vramledger waits for it to finish
-    // and still reports. Ignored only now, after the spawn, so the command does not inherit it.
-    // SAFETY: setting a signal disposition of this process.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-    }
+    run_signals::started(child.id());
+    run_signals::wait_exited(child.id()).map_err(|e| format!("lost track of {program}: {e}"))?;
     let status = child
         .wait()
         .map_err(|e| format!("lost track of {program}: {e}"))?;
-    use std::os::unix::process::ExitStatusExt;
-    let exit_code = status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1);
     Ok(RunOutcome {
-        exit_code,
+        exit_code: exit_code(status),
         run_id,
         out,
     })
+}
+
+/// The command's exit code, as a shell reports it: its own code, or 128 + N when signal N
+/// killed it.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
 }

@@ -163,6 +163,9 @@ pub struct Item {
     pub t_ns: u64,
     /// For `vmm`: where the handle is mapped now.
     pub mappings: Vec<Mapping>,
+    /// PyTorch's pool id of `torch` and `torch_graph_pool` memory when the journal records it
+    /// (the Python hooks; `(0, 0)` for the default pool); `None` when it does not say.
+    pub pool: Option<(u64, u64)>,
 }
 
 /// One virtual address reservation (never VRAM).
@@ -331,6 +334,59 @@ pub struct ProcessSnapshot {
     pub reservations: Vec<Reservation>,
     /// For [`At::Oom`]: the failure the snapshot was taken at.
     pub oom: Option<Failure>,
+    /// Stream-capture windows begun before the point, in journal order.
+    pub captures: Vec<CaptureWindow>,
+}
+
+/// One stream capture (`capture_begin` to `capture_end` on the same stream and device).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureWindow {
+    pub device: i32,
+    /// The captured stream.
+    pub stream: u64,
+    /// Record indices of its begin and end (`None`: still open at the point).
+    pub begin: usize,
+    pub end: Option<usize>,
+}
+
+impl ProcessSnapshot {
+    /// The ordinal (1-based, in journal order) of the innermost capture window open on
+    /// `device` at record `index`: what PyTorch's private pool id is made from.
+    pub fn capture_at(&self, device: i32, index: usize) -> Option<usize> {
+        self.captures
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.device == device || c.device < 0)
+            .filter(|(_, c)| c.begin < index && c.end.is_none_or(|e| e > index))
+            .map(|(k, _)| k + 1)
+            .next_back()
+    }
+}
+
+/// The capture windows of the first `upto` records.
+fn capture_windows(j: &Journal, upto: usize) -> Vec<CaptureWindow> {
+    let mut out: Vec<CaptureWindow> = Vec::new();
+    for (i, e) in j.events.iter().enumerate().take(upto) {
+        match e.kind() {
+            Some(Kind::CaptureBegin) if e.result == 0 => out.push(CaptureWindow {
+                device: e.device,
+                stream: e.handle,
+                begin: i,
+                end: None,
+            }),
+            Some(Kind::CaptureEnd) => {
+                if let Some(c) = out
+                    .iter_mut()
+                    .rev()
+                    .find(|c| c.end.is_none() && c.stream == e.handle && c.device == e.device)
+                {
+                    c.end = Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 impl ProcessSnapshot {
@@ -610,6 +666,7 @@ fn take_process(j: &Journal, at: &At) -> Result<ProcessSnapshot, String> {
         peer,
         reservations,
         oom,
+        captures: capture_windows(j, last),
     })
 }
 

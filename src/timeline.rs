@@ -120,15 +120,29 @@ fn bands(j: &Journal, t0: u64, t1: u64) -> Vec<Band> {
 
 /// Replays a journal into one timeline per device (by ordinal), each downsampled to at most
 /// `max_points` points (and as many free readings).
+///
+/// The time axis runs from the journal's start (header `start_mono_ns`) to its last record: a
+/// record stamped before the start (a call timed from its entry, before the journal opened)
+/// is placed at the start, so that it cannot stretch the axis and squeeze every stage into its
+/// right edge. Without that header field the axis starts at the first record.
 pub fn replay(j: &Journal, max_points: usize) -> Vec<DeviceTimeline> {
-    let t0 = j
+    let first = j
         .events
         .iter()
         .map(|e| e.t_ns)
         .filter(|&t| t > 0)
         .min()
         .unwrap_or(0);
-    let t1 = j.events.iter().map(|e| e.t_ns).max().unwrap_or(t0).max(t0);
+    let last = j.events.iter().map(|e| e.t_ns).max().unwrap_or(first);
+    let start = j
+        .header
+        .get("start_mono_ns")
+        .and_then(|v| v.parse::<u64>().ok());
+    let t0 = match start {
+        Some(s) if s > first && s <= last => s,
+        _ => first,
+    };
+    let t1 = last.max(t0);
     let mut books = LiveBooks::new();
     let mut devs: Vec<Dev> = Vec::new();
     for e in &j.events {
@@ -176,7 +190,8 @@ pub fn replay(j: &Journal, max_points: usize) -> Vec<DeviceTimeline> {
                 t0,
                 t1,
                 |r| r.t_ns,
-                |r| -(r.free as i64),
+                // The lowest free reading weighs most (saturating: a reading may be any u64).
+                |r| (r.free.min(i64::MAX as u64) as i64).wrapping_neg(),
             ),
             bands: bands.clone(),
         })
@@ -232,6 +247,50 @@ pub fn downsample<T: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vramledger_format::Event;
+
+    #[test]
+    fn the_axis_starts_at_the_journal_start() {
+        // A context record stamped 5 s before the journal opened, then a run of 2 ms.
+        let ev = |kind: Kind, t_ns: u64, size: u64, text: &str| Event {
+            kind: kind as u16,
+            t_ns,
+            device: 0,
+            size,
+            owner: Owner::Torch as u8,
+            text: text.into(),
+            ..Event::default()
+        };
+        let mut j = Journal {
+            events: vec![
+                ev(Kind::Context, 1_000_000_000, 0, ""),
+                ev(Kind::Stage, 6_000_000_000, 0, "weight_load"),
+                ev(Kind::Alloc, 6_001_000_000, 1 << 20, ""),
+                ev(Kind::Stage, 6_002_000_000, 0, "serving"),
+            ],
+            ..Journal::default()
+        };
+        j.header.push("start_mono_ns", "6000000000");
+        let tl = replay(&j, 100);
+        assert_eq!((tl[0].t0, tl[0].t1), (6_000_000_000, 6_002_000_000));
+        let bands: Vec<(&str, u64, u64)> = tl[0]
+            .bands
+            .iter()
+            .map(|b| (b.name.as_str(), b.start_t_ns, b.end_t_ns))
+            .collect();
+        assert_eq!(
+            bands,
+            [
+                // The early record is startup's (as in the ledger), placed at the start.
+                ("startup", 6_000_000_000, 6_000_000_000),
+                ("weight_load", 6_000_000_000, 6_002_000_000),
+                ("serving", 6_002_000_000, 6_002_000_000)
+            ]
+        );
+        // Without the header field, the first record starts the axis.
+        j.header.pairs.clear();
+        assert_eq!(replay(&j, 100)[0].t0, 1_000_000_000);
+    }
 
     #[test]
     fn downsampling_keeps_peaks_and_levels() {

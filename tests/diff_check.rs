@@ -434,7 +434,10 @@ fn bad_input_is_one_message_and_exit_2() {
             vec!["check".into(), "--budgets".into(), s(&missing), s(&a)],
             vec!["cannot read"],
         ),
-        (vec!["check".into(), s(&a)], vec!["--baseline <BASE>"]),
+        (
+            vec!["check".into(), s(&a)],
+            vec!["--baseline BASE", "--budgets FILE"],
+        ),
         (vec!["diff".into(), s(&a)], vec!["<B>"]),
     ];
     for (args, expected) in cases {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::skip::skip;
 use support::synth::{Synth, GIB, MIB};
 use vramledger::ledger::OwnerBytes;
 use vramledger_format::Owner;
@@ -302,8 +303,7 @@ fn html_report_renders_in_headless_chromium() {
             std::env::var_os("VRAMLEDGER_REQUIRE_CHROMIUM").is_none(),
             "VRAMLEDGER_REQUIRE_CHROMIUM is set but neither chromium nor chromium-browser is on PATH"
         );
-        eprintln!("note: chromium is not installed; the screenshot test of the HTML report is skipped (apt-get install chromium)");
-        return;
+        return skip("chromium is not installed (apt-get install chromium)");
     };
     let d = dir("chromium");
     let html = write_html(&d);
@@ -318,4 +318,114 @@ fn html_report_renders_in_headless_chromium() {
     );
     // A blank 1400×1000 page compresses to about 6 KB; tables, text and the chart do not.
     assert!(bytes.len() > 20_000, "{} bytes: blank?", bytes.len());
+}
+
+/// Twenty stages in the first hundredth of a run, then a long one: every label inside the
+/// chart, none over another, those with no room named under it.
+fn flood_html(d: &Path) -> PathBuf {
+    let mut s = Synth::new(4343, "run-flood");
+    s.module(1, "/x/libc10_cuda.so");
+    let free = 16 * GIB;
+    s.context(free, 512 * MIB);
+    let names: Vec<String> = (0..20).map(|i| format!("warmup_batch_size_{i}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        s.stage(n, None, free - 512 * MIB);
+        s.alloc(
+            0x1000_0000 + i as u64 * 0x100_0000,
+            8 * MIB,
+            Owner::Torch,
+            1,
+        );
+    }
+    s.stage("serving", None, free - 512 * MIB - 160 * MIB);
+    for _ in 0..4000 {
+        s.sample(free - 512 * MIB - 160 * MIB);
+    }
+    let p = d.join("flood").join("p4343.vlj");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    s.write(&p);
+    let out = d.join("flood.html");
+    let o = Command::new(cli())
+        .args(["report", "--html", "-o"])
+        .arg(&out)
+        .arg(p.parent().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn stages_too_short_to_label_are_named_under_the_chart() {
+    let d = dir("flood");
+    let html = std::fs::read_to_string(flood_html(&d)).unwrap();
+    let labelled = html.matches("<text class=\"stage\"").count();
+    let caption = html
+        .split("too short to name on the chart (hover a band, or see the table): ")
+        .nth(1)
+        .and_then(|c| c.split("</p>").next())
+        .expect("a line naming the unlabelled stages");
+    let unlabelled = caption.split(", ").count();
+    // startup, the twenty, serving: each either on the chart or in the line, once.
+    assert_eq!(labelled + unlabelled, 22, "{labelled} + {unlabelled}");
+    assert!(labelled >= 5, "{labelled}");
+    assert!(
+        html.contains(">serving</text>"),
+        "the long stage is labelled"
+    );
+    // Every band keeps its name as a tooltip.
+    assert_eq!(html.matches("<rect class=\"band\"").count(), 22);
+}
+
+/// The page in Chromium at 1400, 800 and 500 px (scripts/viewers/html_check.mjs): no sideways
+/// scrolling of the page, each chart in the window, no stage label clipped or over another.
+#[test]
+fn the_page_reflows_and_no_label_is_clipped_in_chromium() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if Command::new("node").arg("--version").output().is_err() {
+        return skip("node is not installed");
+    }
+    if !root
+        .join("scripts/viewers/node_modules/playwright-core")
+        .is_dir()
+    {
+        return skip("playwright-core is not installed: npm ci --prefix scripts/viewers");
+    }
+    let chromium =
+        std::env::var_os("CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
+    if !chromium.is_file() {
+        return skip(&format!(
+            "{} is missing: apt-get install chromium",
+            chromium.display()
+        ));
+    }
+    let d = dir("reflow");
+    let recorded = d.join("recorded.html");
+    let o = Command::new(cli())
+        .args(["report", "--html", "-o"])
+        .arg(&recorded)
+        .arg(root.join("tests/data/h200-sglang-shape"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    for page in [write_html(&d), flood_html(&d), recorded] {
+        let out = Command::new("node")
+            .arg(root.join("scripts/viewers/html_check.mjs"))
+            .arg(&page)
+            .args(["--widths", "1400,800,500"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}:\n{text}{}",
+            page.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

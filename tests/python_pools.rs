@@ -408,18 +408,16 @@ fn vramledger_run_injects_the_hooks_keeps_the_users_path_and_cleans_up() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The spawned child (multiprocessing 'spawn') inherited the hooks.
-    let child = stdout
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // The spawned child (multiprocessing 'spawn') inherited the hooks. With --json the
+    // program's stdout goes to stderr: stdout is the report alone.
+    let child = stderr
         .lines()
         .find_map(|l| l.strip_prefix("CHILD_EXPECT "))
         .expect("the child's line");
     let (addr, pool) = child.split_once(' ').unwrap();
-    let v: Value = serde_json::from_str(&stdout[stdout.find("{\n").unwrap()..]).unwrap();
+    let v: Value = serde_json::from_str(&stdout).unwrap();
     let procs = v["processes"].as_array().unwrap();
     let with_pools: Vec<&Value> = procs
         .iter()

@@ -362,11 +362,9 @@ fn run_passes_the_exit_code_through_and_follows_children() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // stdout is the JSON alone (the program's output went to stderr).
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let json_start = stdout
-        .find("{\n")
-        .expect("a JSON report after the program's output");
-    let v: Value = serde_json::from_str(&stdout[json_start..]).unwrap();
+    let v: Value = serde_json::from_str(&stdout).unwrap();
     let procs = v["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 2, "{stdout}");
     let run_ids: std::collections::BTreeSet<&str> = procs

@@ -344,36 +344,14 @@ fn what_ifs_on_the_recorded_run() {
     assert_eq!(rec["margin_bytes"], 2i64 << 30);
 }
 
-/// Says that the running test is skipped and why, where a test run can count it: a line
-/// `SKIPPED: <test>: <reason>` on stdout and, when `VRAMLEDGER_TEST_SKIPS` names a file, the
-/// same line appended to it. A test that returns after this call has said so.
-fn skip_test(reason: &str) {
-    let thread = std::thread::current();
-    let line = format!("SKIPPED: {}: {reason}\n", thread.name().unwrap_or("?"));
-    print!("{line}");
-    if let Some(path) = std::env::var_os("VRAMLEDGER_TEST_SKIPS") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = f.write_all(line.as_bytes());
-        }
-    }
-}
-
-/// `../shared/logs`, or `None` after [`skip_test`] says why (the real logs are not part of
-/// the repository; CI's clean clone has none).
-fn shared_logs_or_skip() -> Option<PathBuf> {
+/// `../shared/logs`, or `None` when this checkout has none (the test is then skipped: counted
+/// and explained by scripts/test.sh, a failure in CI).
+fn logs() -> Option<PathBuf> {
     let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/logs");
     if d.is_dir() {
         Some(d)
     } else {
-        skip_test(&format!(
-            "{} is absent (the real logs are not part of the repository)",
-            d.display()
-        ));
+        support::skip::skip(&format!("{} is absent (real logs)", d.display()));
         None
     }
 }
@@ -385,7 +363,7 @@ fn in_bounds(v: &Value, obs: i64) -> bool {
 
 #[test]
 fn real_sglang_logs_within_the_printed_tolerance() {
-    let Some(l) = shared_logs_or_skip() else {
+    let Some(l) = logs() else {
         return;
     };
     let c = l.join("configs");
@@ -494,7 +472,7 @@ fn real_sglang_logs_within_the_printed_tolerance() {
 
 #[test]
 fn real_sglang_logs_failures_and_gaps_explained() {
-    let Some(l) = shared_logs_or_skip() else {
+    let Some(l) = logs() else {
         return;
     };
     let c = l.join("configs");
@@ -609,7 +587,7 @@ fn real_sglang_logs_failures_and_gaps_explained() {
 
 #[test]
 fn real_vllm_logs() {
-    let Some(l) = shared_logs_or_skip() else {
+    let Some(l) = logs() else {
         return;
     };
     let c = l.join("configs");
@@ -811,38 +789,41 @@ fn bad_input_is_exit_2_with_one_message() {
         &["--log", s(&nofrac), "--mem-fraction-static", "0.8"],
         "--model-config is needed",
     );
+}
+
+#[test]
+fn bad_settings_for_the_engine_of_a_real_log() {
+    let Some(l) = logs() else { return };
     // vLLM settings on SGLang input and the reverse.
-    if let Some(l) = shared_logs_or_skip() {
-        let t4 = l.join("vllm-qwen2.5-1.5b-instruct-t4-tp1-colabgrpo.log");
-        let q = l.join("configs/Qwen__Qwen2.5-1.5B-Instruct.json");
-        bad(
-            &[
-                "--log",
-                s(&t4),
-                "--model-config",
-                s(&q),
-                "--mem-fraction-static",
-                "0.8",
-            ],
-            "vLLM has no mem_fraction_static",
-        );
-        bad(
-            &["--log", s(&t4), "--model-config", s(&q), "--attempt", "3"],
-            "--attempt 3",
-        );
-        // The 2024 log has no free memory before the weights.
-        bad(
-            &[
-                "--log",
-                s(&l.join("sglang-qwen2-7b-instruct-gpu-tp2-issue744-oldformat.log")),
-                "--model-config",
-                s(&l.join("configs/Qwen__Qwen2-7B-Instruct.json")),
-                "--mem-fraction-static",
-                "0.7",
-            ],
-            "no free memory before the weights",
-        );
-    }
+    let t4 = l.join("vllm-qwen2.5-1.5b-instruct-t4-tp1-colabgrpo.log");
+    let q = l.join("configs/Qwen__Qwen2.5-1.5B-Instruct.json");
+    bad(
+        &[
+            "--log",
+            s(&t4),
+            "--model-config",
+            s(&q),
+            "--mem-fraction-static",
+            "0.8",
+        ],
+        "vLLM has no mem_fraction_static",
+    );
+    bad(
+        &["--log", s(&t4), "--model-config", s(&q), "--attempt", "3"],
+        "--attempt 3",
+    );
+    // The 2024 log has no free memory before the weights.
+    bad(
+        &[
+            "--log",
+            s(&l.join("sglang-qwen2-7b-instruct-gpu-tp2-issue744-oldformat.log")),
+            "--model-config",
+            s(&l.join("configs/Qwen__Qwen2-7B-Instruct.json")),
+            "--mem-fraction-static",
+            "0.7",
+        ],
+        "no free memory before the weights",
+    );
 }
 
 #[test]
@@ -1379,7 +1360,7 @@ fn the_failed_gemma_startup_is_not_called_a_fit() {
     // SGLang issue 4895: Gemma-3-27B AWQ on a 4090, "Not enough memory". Its log ends after the
     // weights. 0.4.6's sizing fails there (the runner's 0.792 leaves a negative rest), 0.5.5's
     // would fit 2399 tokens; the lines allow both, so the failing one is kept, with both shown.
-    let Some(l) = shared_logs_or_skip() else {
+    let Some(l) = logs() else {
         return;
     };
     let log = l.join("sglang-gemma-3-27b-it-int4-awq-rtx4090-tp1-issue4895.log");
@@ -1521,7 +1502,7 @@ fn readme_sizing_examples_run_as_written() {
 fn hybrid_mamba_log_is_refused_with_the_reason() {
     // granite-4.0-h-micro (PR 18040): hybrid Mamba2 + attention. The pool's size depends on the
     // per-request Mamba state, which config.json does not give: size says so (exit 2).
-    let Some(l) = shared_logs_or_skip() else {
+    let Some(l) = logs() else {
         return;
     };
     let config = tmp("granite-config.json");
@@ -1553,7 +1534,7 @@ fn hybrid_mamba_log_is_refused_with_the_reason() {
 fn every_shared_log_is_reproduced_or_explained_somewhere() {
     // The real logs and the test that reproduces each (or explains why it cannot be): a new log
     // in ../shared/logs fails here until it has one.
-    let Some(l) = shared_logs_or_skip() else {
+    let Some(l) = logs() else {
         return;
     };
     let covered = [

@@ -193,6 +193,17 @@ impl Run {
         self.put(e)
     }
 
+    fn capture(&mut self, kind: Kind, stream: u64) -> &mut Self {
+        let api = if kind == Kind::CaptureBegin {
+            Api::cuStreamBeginCapture_v2
+        } else {
+            Api::cuStreamEndCapture
+        };
+        let mut e = self.ev(kind, api);
+        e.handle = stream;
+        self.put(e)
+    }
+
     fn write(&self, path: &Path) {
         self.s.write(path);
     }
@@ -743,6 +754,12 @@ fn check_viewer_invariants(v: &Value) {
         for k in ["action", "addr", "size", "stream", "time_us", "frames"] {
             assert!(t.get(k).is_some(), "{k} missing in {t}");
         }
+        // Wall-clock µs since the epoch (the viewer shows `new Date(time_us / 1000)`): after
+        // 2001, not a monotonic clock's few days.
+        assert!(
+            t["time_us"].as_u64().unwrap() > 1_000_000_000_000_000,
+            "{t}"
+        );
         if let Some(c) = t["category"].as_str() {
             if !categories.contains(&c) {
                 categories.push(c);
@@ -769,6 +786,18 @@ fn check_viewer_invariants(v: &Value) {
         );
     }
     for (dev, trace) in traces.iter().enumerate() {
+        // A driver free is synchronous: each `free_completed` right after its
+        // `free_requested` (the viewer folds the pair into `free`; alone it is drawn red).
+        let t = trace.as_array().unwrap();
+        for (i, e) in t.iter().enumerate() {
+            if e["action"] == "free_completed" {
+                let prev = &t[i.saturating_sub(1)];
+                assert!(
+                    i > 0 && prev["action"] == "free_requested" && prev["addr"] == e["addr"],
+                    "{dev}/{i}: free_completed without free_requested just before: {e}"
+                );
+            }
+        }
         let mut segs: Vec<(u64, u64)> = segments
             .iter()
             .filter(|s| s["device"] == dev)
@@ -787,6 +816,7 @@ fn check_viewer_invariants(v: &Value) {
                 "free_completed" => {
                     blocks.insert(addr, size);
                 }
+                "free_requested" => {}
                 "alloc" => assert!(blocks.remove(&addr).is_some(), "{dev}/{i}: {e}"),
                 "segment_free" | "segment_unmap" => segs.push((addr, size)),
                 "segment_alloc" | "segment_map" => {
@@ -829,7 +859,8 @@ assert isinstance(traces, list) and all(isinstance(t, list) for t in traces)
 devs = {s['device'] for s in d['segments']}
 assert not devs or max(devs) < len(traces), (devs, len(traces))
 for s in d['segments']:
-    assert s['segment_pool_id'] == (0, 0)
+    pool = s['segment_pool_id']
+    assert isinstance(pool, tuple) and len(pool) == 2 and all(isinstance(x, int) for x in pool)
     assert s['total_size'] == sum(b['size'] for b in s['blocks'])
     for k in ('address', 'allocated_size', 'active_size', 'requested_size', 'stream',
               'segment_type', 'is_expandable', 'frames'):
@@ -877,6 +908,12 @@ fn frames(module: &str, owner: &str) -> Value {
     json!([{"filename": module, "line": 0, "name": owner}])
 }
 
+/// Wall-clock µs of journal time `t_ns` for `Run::new(pid)`: the synthetic header's
+/// `start_unix_ns` (1.7e18 + pid) at its first record (t = 2000 ns).
+fn wall_us(pid: u64, t_ns: u64) -> u64 {
+    (1_700_000_000_000_000_000 + pid + t_ns - 2000) / 1000
+}
+
 fn entry(
     action: &str,
     addr: u64,
@@ -886,8 +923,9 @@ fn entry(
     module: &str,
     stage: &str,
 ) -> Value {
-    json!({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t_ns / 1000,
-           "frames": frames(module, owner), "category": owner, "user_metadata": stage})
+    json!({"action": action, "addr": addr, "size": size, "stream": 0,
+           "time_us": wall_us(609, t_ns), "frames": frames(module, owner), "category": owner,
+           "user_metadata": stage})
 }
 
 fn segment(addr: u64, size: u64, expandable: bool, owner: &str, module: &str) -> Value {
@@ -896,6 +934,49 @@ fn segment(addr: u64, size: u64, expandable: bool, owner: &str, module: &str) ->
            "segment_pool_id": [0, 0], "is_expandable": expandable, "frames": frames(module, owner),
            "blocks": [{"address": addr, "size": size, "requested_size": size,
                        "state": "active_allocated", "frames": frames(module, owner)}]})
+}
+
+#[test]
+fn memory_viz_gives_each_capture_its_private_pool_id() {
+    let d = dir("viz-pools");
+    let mut r = Run::new(620);
+    r.module(1, "/x/libc10_cuda.so")
+        .stage("graph_capture", F0)
+        .alloc(A, GIB, Owner::Torch, 1)
+        .capture(Kind::CaptureBegin, 5)
+        .alloc(G, 64 * MIB, Owner::TorchGraphPool, 1)
+        .capture(Kind::CaptureEnd, 5)
+        .capture(Kind::CaptureBegin, 5)
+        .alloc(T, 32 * MIB, Owner::TorchGraphPool, 1)
+        .alloc(C, 16 * MIB, Owner::TorchGraphPool, 1)
+        .capture(Kind::CaptureEnd, 5);
+    // A segment whose pool PyTorch's hooks told the shim: that id, capture window or not.
+    let mut told = r.ev(Kind::Alloc, Api::cuMemAlloc_v2);
+    told.addr = NCCL_VA;
+    told.size = 8 * MIB;
+    told.owner = Owner::TorchGraphPool as u8;
+    told.module = 1;
+    told.flags |= vramledger_format::record::flags::TORCH_POOL;
+    (told.arg1, told.arg2) = (0, 7);
+    r.put(told);
+    r.write(&d.join("a.vlj"));
+    let v = memory_viz(&d, &[], &d.join("s.pickle"));
+    let pools: Vec<(u64, Value)> = v["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["address"].as_u64().unwrap(), s["segment_pool_id"].clone()))
+        .collect();
+    assert_eq!(
+        pools,
+        [
+            (A, json!([0, 0])),
+            (T, json!([2, 0])),
+            (G, json!([1, 0])),
+            (NCCL_VA, json!([0, 7])),
+            (C, json!([2, 0])),
+        ]
+    );
 }
 
 #[test]
@@ -913,10 +994,19 @@ fn memory_viz_golden() {
     );
     assert_eq!(v["allocator_settings"], json!({}));
     let pair = |a: &str, b: &str, addr, size, t, owner, module, stage| {
-        vec![
-            entry(a, addr, size, t, owner, module, stage),
-            entry(b, addr, size, t, owner, module, stage),
-        ]
+        if a == "free" {
+            // A free: requested and completed at once, then the segment is gone.
+            vec![
+                entry("free_requested", addr, size, t, owner, module, stage),
+                entry("free_completed", addr, size, t, owner, module, stage),
+                entry(b, addr, size, t, owner, module, stage),
+            ]
+        } else {
+            vec![
+                entry(a, addr, size, t, owner, module, stage),
+                entry(b, addr, size, t, owner, module, stage),
+            ]
+        }
     };
     let mut expected = Vec::new();
     expected.extend(pair(
@@ -950,7 +1040,7 @@ fn memory_viz_golden() {
         "kv_pool",
     ));
     expected.extend(pair(
-        "free_completed",
+        "free",
         "segment_free",
         B,
         64 * MIB,
@@ -960,7 +1050,7 @@ fn memory_viz_golden() {
         "kv_pool",
     ));
     expected.extend(pair(
-        "segment_map",
+        "segment_alloc",
         "alloc",
         NCCL_VA,
         32 * MIB,
@@ -970,7 +1060,7 @@ fn memory_viz_golden() {
         "graph_capture",
     ));
     expected.extend(pair(
-        "segment_map",
+        "segment_alloc",
         "alloc",
         NCCL_VA2,
         2 * MIB,
@@ -980,8 +1070,8 @@ fn memory_viz_golden() {
         "graph_capture",
     ));
     expected.extend(pair(
-        "free_completed",
-        "segment_unmap",
+        "free",
+        "segment_free",
         NCCL_VA2,
         2 * MIB,
         21000,
@@ -1010,7 +1100,7 @@ fn memory_viz_golden() {
         "graph_capture",
     ));
     expected.extend(pair(
-        "free_completed",
+        "free",
         "segment_free",
         T,
         GIB,
@@ -1020,7 +1110,7 @@ fn memory_viz_golden() {
         "graph_capture",
     ));
     expected.extend(pair(
-        "free_completed",
+        "free",
         "segment_free",
         C,
         8 * GIB,
@@ -1031,11 +1121,12 @@ fn memory_viz_golden() {
     ));
     expected.push(
         json!({"action": "oom", "addr": 0, "size": 2 * GIB, "device_free": F_OOM,
-        "stream": 0, "time_us": 31, "frames": frames(c10, "torch"), "category": "torch",
+        "stream": 0, "time_us": wall_us(609, 31000), "frames": frames(c10, "torch"),
+        "category": "torch",
         "user_metadata": "serving"}),
     );
     expected.extend(pair(
-        "free_completed",
+        "free",
         "segment_free",
         A,
         4 * GIB,
@@ -1046,7 +1137,8 @@ fn memory_viz_golden() {
     ));
     expected.push(
         json!({"action": "snapshot", "addr": 0, "size": 0, "stream": 0,
-        "time_us": 33, "frames": [], "category": "unknown", "user_metadata": "serving"}),
+        "time_us": wall_us(609, 33000), "frames": [], "category": "unknown",
+        "user_metadata": "serving"}),
     );
     assert_eq!(v["device_traces"], json!([expected]));
 
@@ -1059,7 +1151,7 @@ fn memory_viz_golden() {
         .map(|s| &s["address"])
         .collect();
     assert_eq!(addrs, [&json!(A), &json!(C)]);
-    assert_eq!(v["device_traces"][0].as_array().unwrap().len(), 9);
+    assert_eq!(v["device_traces"][0].as_array().unwrap().len(), 10);
     // At the peak and at the OOM.
     let v = memory_viz(&d, &["--at-peak"], &d.join("p.pickle"));
     assert_eq!(v["segments"].as_array().unwrap().len(), 5);
@@ -1110,11 +1202,17 @@ fn check_trace_events(v: &Value) {
     assert_eq!(v["displayTimeUnit"], "ms");
     let events = v["traceEvents"].as_array().unwrap();
     let mut last_ts: std::collections::BTreeMap<(u64, String), f64> = Default::default();
+    // Complete events of one thread nest or follow each other; importers drop a slice that
+    // overlaps another partly (Perfetto: `slice_drop_overlapping_complete_event`).
+    let mut last_end: std::collections::BTreeMap<(u64, u64), u64> = Default::default();
     for e in events {
         let ph = e["ph"].as_str().unwrap();
         assert!(["M", "C", "X", "i"].contains(&ph), "{e}");
         assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
         assert!(e["name"].is_string(), "{e}");
+        // A category on every event (viewers name tracks `cat.name`), whole µs timestamps.
+        assert!(e["cat"].as_str().is_some_and(|c| !c.is_empty()), "{e}");
+        assert!(e["ts"].is_u64(), "{e}");
         match ph {
             "M" => {
                 assert!(["process_name", "thread_name"].contains(&e["name"].as_str().unwrap()));
@@ -1139,8 +1237,13 @@ fn check_trace_events(v: &Value) {
                 last_ts.insert(key, ts);
             }
             "X" => {
-                assert!(e["ts"].as_f64().unwrap() >= 0.0, "{e}");
-                assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}");
+                let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+                let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+                let prev = last_end.insert(key, ts + dur).unwrap_or(0);
+                assert!(
+                    ts >= prev,
+                    "{e} starts before the slice before it ends ({prev})"
+                );
             }
             "i" => {
                 assert!(e["ts"].as_f64().unwrap() >= 0.0, "{e}");
@@ -1168,20 +1271,34 @@ fn of<'a>(v: &'a Value, ph: &str, name: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The trace's `ts` (whole wall-clock µs) of journal time `t_ns` for `Run::new(pid)`.
+fn wall_ts(pid: i128, t_ns: i128) -> f64 {
+    ((1_700_000_000_000_000_000i128 + pid + t_ns - 2000) / 1000) as f64
+}
+
 #[test]
 fn perfetto_golden() {
     let d = dir("perfetto");
     run(612).write(&d.join("a.vlj"));
     let v = perfetto(&d, &[], &d.join("t.json"));
-    // µs since the journal start (its first record, at 2 µs).
+    // Wall-clock µs since the epoch; below, relative to the journal start (its first
+    // record, at 2 µs).
+    let t0 = wall_ts(612, 2000);
+    let rel = |ts: f64| ts - t0;
+    assert_eq!(v["otherData"]["origin_unix_ns"], "0");
+    assert_eq!(v["otherData"]["run_start_unix_ns"], "1700000000000000612");
     let meta = of(&v, "M", "process_name");
     assert_eq!(
         meta,
         [
-            &json!({"ph": "M", "name": "process_name", "pid": 612, "tid": 0,
-                 "args": {"name": "vramledger pid 612"}})
+            &json!({"ph": "M", "cat": "__metadata", "name": "process_name", "pid": 612,
+                 "tid": 0, "ts": 0, "args": {"name": "vramledger pid 612"}})
         ]
     );
+    // Every event has a category (viewers name tracks `cat.name`).
+    for e in v["traceEvents"].as_array().unwrap() {
+        assert!(e["cat"].as_str().is_some_and(|c| !c.is_empty()), "{e}");
+    }
     let stages: Vec<(String, f64, f64, u64)> = v["traceEvents"]
         .as_array()
         .unwrap()
@@ -1190,7 +1307,7 @@ fn perfetto_golden() {
         .map(|e| {
             (
                 e["name"].as_str().unwrap().to_string(),
-                e["ts"].as_f64().unwrap(),
+                rel(e["ts"].as_f64().unwrap()),
                 e["dur"].as_f64().unwrap(),
                 e["tid"].as_u64().unwrap(),
             )
@@ -1219,7 +1336,7 @@ fn perfetto_golden() {
                 .map(|x| x.as_u64().unwrap())
                 .sum();
             (
-                e["ts"].as_f64().unwrap(),
+                rel(e["ts"].as_f64().unwrap()),
                 a["torch"].as_u64().unwrap(),
                 a["context"].as_u64().unwrap(),
                 total,
@@ -1261,7 +1378,7 @@ fn perfetto_golden() {
         .iter()
         .map(|e| {
             (
-                e["ts"].as_f64().unwrap(),
+                rel(e["ts"].as_f64().unwrap()),
                 e["args"]["free"].as_u64().unwrap(),
             )
         })
@@ -1272,7 +1389,7 @@ fn perfetto_golden() {
     );
     let oom = of(&v, "i", "out of memory cuda:0");
     assert_eq!(oom.len(), 1);
-    assert_eq!(oom[0]["ts"], 29.0);
+    assert_eq!(rel(oom[0]["ts"].as_f64().unwrap()), 29.0);
     assert_eq!(oom[0]["args"]["requested_bytes"], 2 * GIB);
 
     // Up to a stage: the counters and the spans stop there.
@@ -1280,7 +1397,7 @@ fn perfetto_golden() {
     assert_eq!(of(&v, "C", "vram cuda:0").len(), 5);
     let last = of(&v, "X", "kv_pool");
     assert_eq!(
-        (last[0]["ts"].as_f64(), last[0]["dur"].as_f64()),
+        (last[0]["ts"].as_f64().map(rel), last[0]["dur"].as_f64()),
         (Some(9.0), Some(4.0))
     );
     assert!(of(&v, "X", "graph_capture").is_empty());
@@ -1309,11 +1426,13 @@ fn perfetto_coalesces_equal_times_and_keeps_time_order() {
     r.put(a);
     r.write(&d.join("a.vlj"));
     let v = perfetto(&d, &[], &d.join("t.json"));
+    let t0 = wall_ts(613, 2000);
+    let rel = |ts: f64| ts - t0;
     let series: Vec<(f64, u64)> = of(&v, "C", "vram cuda:0")
         .iter()
         .map(|e| {
             (
-                e["ts"].as_f64().unwrap(),
+                rel(e["ts"].as_f64().unwrap()),
                 e["args"]["torch"].as_u64().unwrap(),
             )
         })

@@ -124,6 +124,9 @@ pub fn main(args: ExportArgs) -> i32 {
         Err(e) => return super::fail(e),
     };
     let runs: Vec<RunInput> = groups.into_values().collect();
+    // The journal policy (docs/journal.md): a damaged journal is stored, flagged, and the
+    // export exits 2.
+    let damaged = runs.iter().flat_map(|r| &r.journals).any(|j| j.corrupt);
     let outcomes = match sqlite::append(&mut db, &runs, args.replace, args.model_name.as_deref()) {
         Ok(o) => o,
         Err(e) => return super::fail(e),
@@ -151,6 +154,10 @@ pub fn main(args: ExportArgs) -> i32 {
             }
         };
         eprintln!("vramledger: {line}");
+    }
+    if damaged {
+        eprintln!("vramledger: some journal was corrupt or cut off (see above); it was stored flagged (processes.corrupt = 1)");
+        return super::EXIT_BAD_INPUT;
     }
     0
 }

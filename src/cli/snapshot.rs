@@ -3,15 +3,14 @@
 //! Unlike `report`, a snapshot is all or nothing: an unreadable or corrupt journal is an
 //! error (exit 2) and nothing is written, so a snapshot never silently misses allocations.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
 use super::EXIT_BAD_INPUT;
 use crate::journal::{self, Journal};
-use crate::output;
 use crate::snapshot::{self, At};
+use crate::{fsout, output};
 
 /// The output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,7 +54,7 @@ pub struct SnapshotArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "json")]
     pub format: SnapshotFormat,
-    /// The file to write.
+    /// The file to write (`-`: stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
     /// Overwrite FILE if it exists.
@@ -79,58 +78,29 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     EXIT_BAD_INPUT
 }
 
-/// Every journal under `path`; any unreadable or corrupt one is an error.
+/// Every journal under `path`; any unreadable or damaged one is an error (the journal
+/// policy: a snapshot claims every live allocation, so it is never taken from damaged input).
 fn load(path: &Path) -> Result<Vec<Journal>, String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    if files.is_empty() {
-        return Err(format!("no journals (*.vlj) found in {}", path.display()));
-    }
-    let mut out = Vec::with_capacity(files.len());
-    for f in files {
-        let j = journal::read(&f).map_err(|e| e.to_string())?;
-        if j.corrupt {
-            let why = j.warnings.join("; ");
-            return Err(format!(
-                "{} is corrupt ({why}); a snapshot would miss allocations, so none was written",
-                f.display()
-            ));
-        }
-        out.push(j);
-    }
-    Ok(out)
-}
-
-/// Writes `bytes` to `path` through a temporary file next to it.
-fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
-    if !force && (path.exists() || path.is_symlink()) {
+    let loaded = journal::load(path)?;
+    if let Some(e) = loaded.unreadable.first() {
         return Err(format!(
-            "{} already exists; pass --force to overwrite it",
-            path.display()
+            "{e}; a snapshot would miss allocations, so none was written"
         ));
     }
-    if path.is_dir() {
-        return Err(format!("{} is a directory", path.display()));
+    if let Some(j) = loaded.journals.iter().find(|j| j.corrupt) {
+        let why = j.warnings.join("; ");
+        return Err(format!(
+            "{} is corrupt ({why}); a snapshot would miss allocations, so none was written",
+            j.path.display()
+        ));
     }
-    let name = path
-        .file_name()
-        .map_or_else(|| "snapshot".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
-    })
+    Ok(loaded.journals)
 }
 
 /// Runs `vramledger snapshot`; returns the exit code.
 pub fn main(args: SnapshotArgs) -> i32 {
-    if !args.force && (args.output.exists() || args.output.is_symlink()) {
-        return fail(format!(
-            "{} already exists; pass --force to overwrite it",
-            args.output.display()
-        ));
+    if let Err(e) = fsout::check(&args.output, args.force) {
+        return fail(e);
     }
     let journals = match load(&args.path) {
         Ok(j) => j,
@@ -166,17 +136,19 @@ pub fn main(args: SnapshotArgs) -> i32 {
         }
         SnapshotFormat::Perfetto => output::perfetto::render(&snap),
     };
-    if let Err(e) = write_file(&args.output, &bytes, args.force) {
-        return fail(e);
-    }
+    let to = match fsout::write(&args.output, &bytes, args.force) {
+        Ok(fsout::Written::File) => args.output.display().to_string(),
+        Ok(fsout::Written::Stdout) => "stdout".to_string(),
+        Err(e) => return fail(e),
+    };
     let devices: usize = snap.processes.iter().map(|p| p.devices.len()).sum();
     eprintln!(
-        "vramledger: wrote a {} snapshot {} ({} processes, {} devices) to {}",
+        "vramledger: wrote a {} snapshot {} ({}, {}) to {}",
         args.format.name(),
         at.describe(),
-        snap.processes.len(),
-        devices,
-        args.output.display()
+        output::count(snap.processes.len(), "process", "processes"),
+        output::count(devices, "device", "devices"),
+        to
     );
     0
 }

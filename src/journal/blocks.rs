@@ -60,11 +60,12 @@ impl Decoder {
                     base + at,
                 ));
             }
-            Item::Cut { .. } => {
+            Item::Cut { at } => {
                 j.corrupt = true;
                 j.warnings.push(format!(
-                    "{}: the last record is cut off (the process was killed while writing it)",
-                    j.path.display()
+                    "{}: the last record is cut off at offset {} (the file was truncated, or copied while it was written)",
+                    j.path.display(),
+                    base + at
                 ));
             }
             Item::Seal { .. } => {}

@@ -104,7 +104,9 @@ impl Follower {
     pub fn poll_at(&mut self, now: Instant) -> Result<usize, ReadError> {
         let path = self.journal.path.clone();
         let io = |e| ReadError::Io(path.clone(), e);
-        let mut f = File::open(&path).map_err(io)?;
+        // Never blocks on a FIFO named *.vlj, never reads past the journal limit (infile).
+        let (mut f, _) =
+            crate::infile::open(&path, crate::infile::Kind::Journal).map_err(ReadError::Input)?;
         if self.offset == 0 && self.blocks.is_none() {
             let mut pre = Vec::with_capacity(PREAMBLE_LEN);
             (&mut f)

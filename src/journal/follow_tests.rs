@@ -4,6 +4,20 @@ use std::io::Write;
 use vramledger_format::frame::{encode_frame, frame_len};
 use vramledger_format::{preamble, Api, Owner};
 
+#[test]
+fn a_fifo_is_refused_without_waiting_for_a_writer() {
+    let p = std::env::temp_dir().join(format!("follow-fifo-{}.vlj", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&p)
+        .status()
+        .unwrap()
+        .success());
+    let e = Follower::new(&p).poll().unwrap_err();
+    let _ = std::fs::remove_file(&p);
+    assert!(e.to_string().contains("is a FIFO"), "{e}");
+}
+
 fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
     let mut b = vec![0u8; frame_len(payload.len())];
     encode_frame(kind, payload, &mut b);

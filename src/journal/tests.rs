@@ -1,4 +1,5 @@
 //! Tests of `journal.rs`.
+
 use super::*;
 use vramledger_format::frame::{encode_frame, frame_len};
 use vramledger_format::{preamble, Api, Owner};
@@ -77,6 +78,36 @@ fn truncated_and_corrupt_records_keep_what_can_be_read() {
         vec![0x3000]
     );
     assert!(j.warnings[0].contains("corrupt"), "{:?}", j.warnings);
+}
+
+#[test]
+fn a_chunk_rollover_is_not_a_lost_record() {
+    // What the writer leaves at a 4 MiB boundary: padding up to it, then the zero tail of
+    // the slot that would have straddled it, then the record written again.
+    let mut b = journal_bytes();
+    let rec = alloc(0x1000);
+    while b.len() + rec.len() <= OLD_WRITER_CHUNK - 64 {
+        b.extend(&rec);
+    }
+    let pad = OLD_WRITER_CHUNK - b.len();
+    let mut head = vec![0u8; 8];
+    head[..4].copy_from_slice(&(FRAME_MAGIC << 16).to_le_bytes());
+    head[4..8].copy_from_slice(&((pad - 8) as u32).to_le_bytes());
+    b.extend(&head);
+    b.resize(OLD_WRITER_CHUNK, 0);
+    b.extend(vec![0u8; 104 - 64]); // the straddler's slot past the boundary
+    b.extend(alloc(0x2000));
+    let n = b.len();
+    let j = parse(Path::new("j.vlj"), &b).unwrap();
+    assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+    assert_eq!(j.events.last().map(|e| e.addr), Some(0x2000));
+    // A longer gap than any record's slot is a loss, boundary or not.
+    let mut lost = b[..n - 104 - 40].to_vec();
+    lost.extend(vec![0u8; frame_len(MAX_PAYLOAD) + 8]);
+    lost.extend(alloc(0x3000));
+    let j = parse(Path::new("j.vlj"), &lost).unwrap();
+    assert_eq!(j.warnings.len(), 1, "{:?}", j.warnings);
+    assert!(j.warnings[0].contains("in flight"), "{:?}", j.warnings);
 }
 
 #[test]

@@ -228,8 +228,23 @@ pub fn replay(j: &Journal) -> ProcessBooks {
     let bounds = boundaries::derive(j);
     let mut next_bound = 0;
 
+    // The opening boundary may be a record that is not the first event (another thread's
+    // record landed first): the events before it belong to the opening stage too, and its
+    // readings still start at the record.
+    let mut opening_block_at = None;
     for (i, e) in j.events.iter().enumerate() {
         let kind = e.kind();
+        if spans.is_empty() {
+            if let Some(b) = bounds.first().filter(|b| b.index > i) {
+                spans.push(b.clone());
+                next_bound = 1;
+                opening_block_at = Some(b.index);
+            }
+        }
+        if opening_block_at == Some(i) {
+            in_block = bounds[0].sampled;
+            opening_block_at = None;
+        }
         while let Some(b) = bounds.get(next_bound).filter(|b| b.index == i) {
             spans.push(b.clone());
             for d in devs.values_mut() {

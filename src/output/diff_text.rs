@@ -63,8 +63,13 @@ pub fn render(d: &Diff, units: Units) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "vramledger diff\n  A: {} ({}, {} processes)\n  B: {} ({}, {} processes)",
-        d.a.source, d.a.kind, d.a.processes, d.b.source, d.b.kind, d.b.processes
+        "vramledger diff\n  A: {} ({}, {})\n  B: {} ({}, {})",
+        d.a.source,
+        d.a.kind,
+        super::count(d.a.processes, "process", "processes"),
+        d.b.source,
+        d.b.kind,
+        super::count(d.b.processes, "process", "processes")
     );
     let matched: Vec<String> = d
         .processes

@@ -11,10 +11,10 @@ use vramledger_format::Owner;
 use crate::ledger::process::{DeviceBooks, ProcessBooks};
 use crate::ledger::{RunBooks, REPORT_OWNERS};
 use crate::output::report_text::Units;
-use crate::timeline::{DeviceTimeline, STACK};
+use crate::timeline::DeviceTimeline;
 
-const GIB: f64 = (1u64 << 30) as f64;
-const MIB: f64 = (1u64 << 20) as f64;
+use super::html_axis::{duration, GIB};
+use super::html_timeline::timeline_svg;
 
 /// The colour of an owner (the same in the timeline, the legend and the table header).
 pub fn colour(o: Owner) -> &'static str {
@@ -65,67 +65,6 @@ fn unit_name(units: Units) -> &'static str {
     }
 }
 
-/// Bytes for an axis or a legend: `8.86 GiB`, `512 MiB`.
-fn axis_bytes(v: f64) -> String {
-    if v == 0.0 {
-        "0".to_string()
-    } else if v.abs() >= GIB {
-        let g = v / GIB;
-        if (g - g.round()).abs() < 1e-9 {
-            format!("{g:.0} GiB")
-        } else {
-            format!("{g:.2} GiB")
-        }
-    } else if v.abs() >= MIB {
-        format!("{:.0} MiB", v / MIB)
-    } else {
-        format!("{:.0} KiB", v / 1024.0)
-    }
-}
-
-/// A time axis label: `t` seconds, as precise as the step needs, in s, ms or µs (whichever
-/// suits the whole duration `dur`).
-fn time_label(t: f64, step: f64, dur: f64) -> String {
-    let (scale, unit) = if dur >= 1.0 {
-        (1.0, "s")
-    } else if dur >= 1e-3 {
-        (1e3, "ms")
-    } else {
-        (1e6, "µs")
-    };
-    let decimals = (-(step * scale).log10().floor()).clamp(0.0, 3.0) as usize;
-    format!("{:.*} {unit}", decimals, t * scale)
-}
-
-/// A duration for the table: `1.234 s`, `12.3 ms`, `45 µs`.
-fn duration(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s >= 1.0 {
-        format!("{s:.3} s")
-    } else if s >= 1e-3 {
-        format!("{:.1} ms", s * 1e3)
-    } else {
-        format!("{:.0} µs", s * 1e6)
-    }
-}
-
-/// A round step near `raw`: 1, 2 or 5 times a power of ten of `base`.
-fn nice_step(raw: f64, base: f64) -> f64 {
-    let x = (raw / base).max(1e-12);
-    let p = 10f64.powf(x.log10().floor());
-    let m = x / p;
-    let n = if m <= 1.0 {
-        1.0
-    } else if m <= 2.0 {
-        2.0
-    } else if m <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    n * p * base
-}
-
 const STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;margin:20px;color:#222;background:#fff}
 h1{font-size:22px;margin:0 0 4px}
@@ -146,266 +85,13 @@ p.recon{font-size:13px;margin:4px 0}
 .ok{color:#1a7f37;font-weight:600}.bad{color:#c62828;font-weight:600}
 p.small{font-size:12px;color:#444;margin:3px 0}
 svg{display:block;margin:4px 0}
+.chart{overflow-x:auto;max-width:100%}
+svg.timeline{width:100%;max-width:1200px;min-width:560px;height:auto}
+.scroll{overflow-x:auto;max-width:100%}
+@media (max-width:900px){body{margin:10px}h1{font-size:19px}h2{font-size:16px}th,td{padding:2px 5px}table{font-size:11.5px}}
 svg text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif}
 footer{margin-top:30px;font-size:11px;color:#888}
 ";
-
-/// Layout of a timeline chart.
-const WIDTH: f64 = 1320.0;
-const LEFT: f64 = 72.0;
-const RIGHT: f64 = 16.0;
-const PLOT_H: f64 = 250.0;
-const LANE_H: f64 = 14.0;
-const MAX_LANES: usize = 5;
-
-struct Scale {
-    t0: u64,
-    t1: u64,
-    x0: f64,
-    x1: f64,
-    top: f64,
-    ymax: f64,
-}
-
-impl Scale {
-    fn x(&self, t: u64) -> f64 {
-        let span = (self.t1 - self.t0).max(1) as f64;
-        self.x0 + (t.saturating_sub(self.t0)) as f64 / span * (self.x1 - self.x0)
-    }
-    fn y(&self, bytes: f64) -> f64 {
-        self.top + PLOT_H - (bytes.max(0.0) / self.ymax).min(1.0) * PLOT_H
-    }
-}
-
-/// A step function as an SVG path: `upper` forward, then `lower` back (`xs` has one more
-/// entry than the values: the end of the last step).
-fn step_area(xs: &[f64], upper: &[f64], lower: &[f64]) -> String {
-    let n = upper.len();
-    let mut d = String::with_capacity(n * 24);
-    let _ = write!(d, "M{:.1} {:.1}", xs[0], upper[0]);
-    for i in 1..n {
-        let _ = write!(d, "H{:.1}V{:.1}", xs[i], upper[i]);
-    }
-    let _ = write!(d, "H{:.1}V{:.1}", xs[n], lower[n - 1]);
-    for i in (1..n).rev() {
-        let _ = write!(d, "H{:.1}V{:.1}", xs[i], lower[i - 1]);
-    }
-    let _ = write!(d, "H{:.1}Z", xs[0]);
-    d
-}
-
-/// Places each label in the first lane where it does not overlap the previous label.
-fn lanes(starts: &[f64], widths: &[f64]) -> Vec<usize> {
-    let mut ends: Vec<f64> = Vec::new();
-    starts
-        .iter()
-        .zip(widths)
-        .map(|(&x, &w)| {
-            let lane = match ends.iter().position(|&e| e <= x) {
-                Some(l) => l,
-                None if ends.len() < MAX_LANES => {
-                    ends.push(f64::MIN);
-                    ends.len() - 1
-                }
-                None => (0..ends.len())
-                    .min_by(|&a, &b| ends[a].total_cmp(&ends[b]))
-                    .unwrap_or(0),
-            };
-            ends[lane] = x + w;
-            lane
-        })
-        .collect()
-}
-
-/// The stacked timeline of one device as inline SVG.
-pub fn timeline_svg(tl: &DeviceTimeline, start_free: Option<u64>, title: &str) -> String {
-    let mut svg = String::new();
-    // Stage labels above the plot, in lanes so that short stages stay readable.
-    let scale0 = Scale {
-        t0: tl.t0,
-        t1: tl.t1,
-        x0: LEFT,
-        x1: WIDTH - RIGHT,
-        top: 0.0,
-        ymax: 1.0,
-    };
-    let starts: Vec<f64> = tl.bands.iter().map(|b| scale0.x(b.start_t_ns)).collect();
-    let widths: Vec<f64> = tl
-        .bands
-        .iter()
-        .map(|b| b.name.chars().count() as f64 * 6.4 + 10.0)
-        .collect();
-    let lane_of = lanes(&starts, &widths);
-    let n_lanes = lane_of.iter().max().map_or(1, |m| m + 1);
-    let top = 8.0 + n_lanes as f64 * LANE_H + 6.0;
-    // Taken since the start according to the free-memory readings.
-    let taken: Vec<(u64, f64)> = match start_free {
-        Some(s) => tl
-            .free
-            .iter()
-            .map(|r| (r.t_ns, s as f64 - r.free as f64))
-            .collect(),
-        None => Vec::new(),
-    };
-    let max_taken = taken.iter().map(|t| t.1).fold(0.0, f64::max);
-    let ymax_raw = (tl.max_total() as f64).max(max_taken).max(MIB);
-    let base = if ymax_raw >= GIB { GIB } else { MIB };
-    let ystep = nice_step(ymax_raw / 5.0, base);
-    let ymax = (ymax_raw / ystep).ceil() * ystep;
-    let s = Scale {
-        top,
-        ymax,
-        ..scale0
-    };
-    let bottom = top + PLOT_H;
-    let legend_y = bottom + 44.0;
-    let height = legend_y + 16.0;
-    let _ = write!(
-        svg,
-        "<svg class=\"timeline\" width=\"{WIDTH}\" height=\"{height:.0}\" viewBox=\"0 0 {WIDTH} {height:.0}\" role=\"img\" aria-label=\"{}\"><title>{}</title>",
-        esc(title),
-        esc(title)
-    );
-    // Stage bands and their labels.
-    for (i, b) in tl.bands.iter().enumerate() {
-        let (xa, xb) = (s.x(b.start_t_ns), s.x(b.end_t_ns));
-        let fill = if i % 2 == 0 { "#f3f3f3" } else { "#e3e8ef" };
-        let _ = write!(
-            svg,
-            "<rect class=\"band\" x=\"{xa:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{PLOT_H}\" fill=\"{fill}\"><title>{} ({})</title></rect>",
-            (xb - xa).max(0.5),
-            esc(&b.name),
-            duration(b.end_t_ns.saturating_sub(b.start_t_ns))
-        );
-        let ly = 8.0 + lane_of[i] as f64 * LANE_H + 10.0;
-        let _ = write!(
-            svg,
-            "<line x1=\"{xa:.1}\" y1=\"{:.1}\" x2=\"{xa:.1}\" y2=\"{bottom:.1}\" stroke=\"#8a8a8a\" stroke-width=\"0.7\" stroke-dasharray=\"2 2\"/><text x=\"{:.1}\" y=\"{ly:.1}\" font-size=\"11\" fill=\"#333\">{}</text>",
-            ly - 9.0,
-            xa + 2.0,
-            esc(&b.name)
-        );
-    }
-    // Axes: y in bytes, x in seconds.
-    let mut v = 0.0;
-    while v <= ymax + 1.0 {
-        let y = s.y(v);
-        let _ = write!(
-            svg,
-            "<line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#0000001a\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\" fill=\"#444\">{}</text>",
-            WIDTH - RIGHT,
-            LEFT - 6.0,
-            y + 4.0,
-            axis_bytes(v)
-        );
-        v += ystep;
-    }
-    let dur = (tl.t1 - tl.t0) as f64 / 1e9;
-    let xstep = nice_step((dur / 10.0).max(1e-6), 1.0);
-    let mut t = 0.0;
-    while t <= dur + 1e-9 {
-        let x = s.x(tl.t0 + (t * 1e9) as u64);
-        let label = time_label(t, xstep, dur);
-        let _ = write!(
-            svg,
-            "<line x1=\"{x:.1}\" y1=\"{bottom:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#666\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\" fill=\"#444\">{label}</text>",
-            bottom + 4.0,
-            bottom + 16.0
-        );
-        t += xstep;
-    }
-    // The stacked areas.
-    let pts = &tl.points;
-    let mut drawn: Vec<(Owner, i64)> = Vec::new();
-    if !pts.is_empty() {
-        let mut xs: Vec<f64> = pts.iter().map(|p| s.x(p.t_ns)).collect();
-        xs.push(s.x(tl.t1));
-        let mut lower = vec![0.0f64; pts.len()];
-        for o in STACK {
-            let peak = pts.iter().map(|p| p.held.get(o)).max().unwrap_or(0);
-            if peak <= 0 {
-                continue;
-            }
-            let upper: Vec<f64> = pts
-                .iter()
-                .zip(&lower)
-                .map(|(p, l)| l + p.held.get(o).max(0) as f64)
-                .collect();
-            let up_y: Vec<f64> = upper.iter().map(|&b| s.y(b)).collect();
-            let lo_y: Vec<f64> = lower.iter().map(|&b| s.y(b)).collect();
-            let _ = write!(
-                svg,
-                "<path class=\"owner\" data-owner=\"{}\" d=\"{}\" fill=\"{}\" fill-opacity=\"0.88\" stroke=\"{}\" stroke-width=\"0.6\"><title>{} (peak {})</title></path>",
-                o.name(),
-                step_area(&xs, &up_y, &lo_y),
-                colour(o),
-                colour(o),
-                o.name(),
-                axis_bytes(peak as f64)
-            );
-            lower = upper;
-            drawn.push((o, peak));
-        }
-    }
-    // Device memory taken since the start, from the free-memory readings (the gap above the
-    // stack is what no hook saw).
-    if taken.len() >= 2 {
-        let mut d = String::new();
-        for (i, (t, b)) in taken.iter().enumerate() {
-            let (x, y) = (s.x(*t), s.y(*b));
-            if i == 0 {
-                let _ = write!(d, "M{x:.1} {y:.1}");
-            } else {
-                let _ = write!(d, "H{x:.1}V{y:.1}");
-            }
-        }
-        let _ = write!(d, "H{:.1}", s.x(tl.t1));
-        let _ = write!(
-            svg,
-            "<path d=\"{d}\" fill=\"none\" stroke=\"#111\" stroke-width=\"1.3\" stroke-dasharray=\"5 3\"/>"
-        );
-    }
-    let _ = write!(
-        svg,
-        "<rect x=\"{LEFT}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{PLOT_H}\" fill=\"none\" stroke=\"#999\"/>",
-        WIDTH - RIGHT - LEFT
-    );
-    // Legend.
-    let mut x = LEFT;
-    let _ = write!(svg, "<g class=\"legend\" font-size=\"12\" fill=\"#222\">");
-    for (o, peak) in &drawn {
-        let text = format!("{} (peak {})", o.name(), axis_bytes(*peak as f64));
-        let _ = write!(
-            svg,
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"11\" height=\"11\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{}</text>",
-            legend_y - 10.0,
-            colour(*o),
-            x + 15.0,
-            esc(&text)
-        );
-        x += 15.0 + text.chars().count() as f64 * 6.3 + 16.0;
-    }
-    if taken.len() >= 2 {
-        let _ = write!(
-            svg,
-            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#111\" stroke-width=\"1.3\" stroke-dasharray=\"5 3\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">taken since start (free-memory readings)</text>",
-            legend_y - 4.0,
-            x + 22.0,
-            legend_y - 4.0,
-            x + 27.0
-        );
-    }
-    if drawn.is_empty() {
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" fill=\"#777\">no device memory held</text>",
-            LEFT + 10.0,
-            top + 20.0
-        );
-    }
-    svg.push_str("</g></svg>\n");
-    svg
-}
 
 fn cell(out: &mut String, v: i64, units: Units) {
     let class = if v == 0 { " class=\"zero\"" } else { "" };
@@ -433,7 +119,7 @@ fn device_section(
     let u = unit_name(units);
     let _ = write!(
         out,
-        "<table class=\"stages\"><thead><tr><th>stage ({u})</th><th>duration</th><th title=\"free at stage start − free at stage end\">delta</th>"
+        "<div class=\"scroll\"><table class=\"stages\"><thead><tr><th>stage ({u})</th><th>duration</th><th title=\"free at stage start − free at stage end\">delta</th>"
     );
     for o in REPORT_OWNERS {
         let _ = write!(
@@ -486,7 +172,7 @@ fn device_section(
     for o in REPORT_OWNERS {
         cell(out, live.get(o), units);
     }
-    let _ = writeln!(out, "<td></td><td></td></tr></tbody></table>");
+    let _ = writeln!(out, "<td></td><td></td></tr></tbody></table></div>");
     let (class, word) = if d.balanced() {
         ("ok", "balanced")
     } else {
@@ -620,8 +306,8 @@ pub fn render(
         .count();
     let _ = writeln!(
         out,
-        "<p class=\"meta\">{} processes ({} with device memory) · figures in {} · per device: stage delta = free memory at the stage start − at its end, explained by owner; the rest is unattributed</p>",
-        run.processes.len(),
+        "<p class=\"meta\">{} ({} with device memory) · figures in {} · per device: stage delta = free memory at the stage start − at its end, explained by owner; the rest is unattributed</p>",
+        super::count(run.processes.len(), "process", "processes"),
         with_devices,
         unit_name(units)
     );
@@ -634,7 +320,7 @@ pub fn render(
     if !run.cross_rank.is_empty() {
         let _ = writeln!(
             out,
-            "<section><h2>across ranks</h2><p class=\"meta\">free memory at the end of each stage ({}); SGLang sizes every rank from the minimum and warns when it is below 90% of a rank's value</p><table><thead><tr><th>stage</th><th>min free</th><th>ranks</th></tr></thead><tbody>",
+            "<section><h2>across ranks</h2><p class=\"meta\">free memory at the end of each stage ({}); SGLang sizes every rank from the minimum and warns when it is below 90% of a rank's value</p><div class=\"scroll\"><table><thead><tr><th>stage</th><th>min free</th><th>ranks</th></tr></thead><tbody>",
             unit_name(units)
         );
         for s in &run.cross_rank {
@@ -662,7 +348,7 @@ pub fn render(
                 ranks.join(", ")
             );
         }
-        out.push_str("</tbody></table></section>\n");
+        out.push_str("</tbody></table></div></section>\n");
     }
     if !run.warnings.is_empty() {
         out.push_str("<section><h2>warnings</h2><ul>\n");
@@ -684,30 +370,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escaping_and_steps() {
+    fn escaping() {
         assert_eq!(
             esc("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
-        assert_eq!(nice_step(3.0 * GIB, GIB), 5.0 * GIB);
-        assert_eq!(nice_step(0.15, 1.0), 0.2);
-        assert_eq!(axis_bytes(8.0 * GIB), "8 GiB");
-        assert_eq!(axis_bytes(512.0 * MIB), "512 MiB");
-        assert_eq!(time_label(0.4, 0.2, 2.0), "0.4 s");
-        assert_eq!(time_label(10.0, 5.0, 60.0), "10 s");
-        assert_eq!(time_label(0.004, 0.002, 0.02), "4 ms");
-        assert_eq!(time_label(4e-6, 2e-6, 2.3e-5), "4 µs");
-        assert_eq!(duration(507_829_948), "507.8 ms");
-        assert_eq!(duration(1_507_829_948), "1.508 s");
-        assert_eq!(
-            lanes(&[0.0, 5.0, 100.0, 101.0], &[50.0, 50.0, 20.0, 20.0]),
-            [0, 1, 0, 1]
-        );
-    }
-
-    #[test]
-    fn step_area_walks_upper_then_lower() {
-        let d = step_area(&[0.0, 10.0, 20.0], &[5.0, 3.0], &[9.0, 8.0]);
-        assert_eq!(d, "M0.0 5.0H10.0V3.0H20.0V8.0H10.0V9.0H0.0Z");
+        assert_eq!(esc("a\u{7}b"), "a b");
     }
 }

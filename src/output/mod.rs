@@ -4,6 +4,8 @@ pub mod diff_json;
 pub mod diff_text;
 pub mod dump;
 pub mod html;
+pub mod html_axis;
+pub mod html_timeline;
 pub mod memory_viz;
 pub mod perfetto;
 pub mod pickle;
@@ -13,3 +15,8 @@ pub mod report_text;
 pub mod size_json;
 pub mod size_text;
 pub mod snapshot_json;
+
+/// `1 process`, `2 processes`: a count and its noun.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

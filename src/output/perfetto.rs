@@ -3,15 +3,18 @@
 //! docs/snapshot-schema.md).
 //!
 //! Per process (named `vramledger pid N rank R` by a `process_name` metadata event):
-//! - counter `vram cuda:D` (tid 0): bytes held per owner (the five hooked owners and the
-//!   context), one event per distinct timestamp at which they changed, up to the point;
-//! - counter `free cuda:D` (tid 0): every free-memory reading;
-//! - complete events (`X`, tid 1, named `stages`): one per stage, clipped to the point;
-//! - instant events (`i`): out-of-memory failures.
+//! - counter `vram cuda:D` (tid 0, `cat` `memory`): bytes held per owner (the five hooked
+//!   owners and the context), one event per distinct timestamp at which they changed, up to
+//!   the point;
+//! - counter `free cuda:D` (tid 0, `cat` `memory`): every free-memory reading;
+//! - complete events (`X`, tid 1, named `stages`, `cat` `stage`): one per stage, clipped to
+//!   the point;
+//! - instant events (`i`, `cat` `oom`): out-of-memory failures.
 //!
-//! Timestamps are µs since the earliest journal start of the run (processes are placed by
-//! their wall-clock start, then by their monotonic clock), on each journal's clock made
-//! non-decreasing in journal order.
+//! Every event has a `cat` (viewers name a track `cat.name`: without it, `undefined.name`).
+//! Timestamps are whole wall-clock µs since the epoch (each journal's start plus its monotonic time
+//! since, on its clock made non-decreasing in journal order), so processes of a run line up
+//! and a viewer shows the real time of day.
 
 use std::collections::BTreeSet;
 
@@ -44,7 +47,7 @@ impl Events {
 
 /// The trace, as JSON bytes.
 pub fn render(s: &Snapshot) -> Vec<u8> {
-    let origin = s
+    let run_start = s
         .processes
         .iter()
         .map(|p| (p.start_unix_ns as i128).min(p.wall_ns(p.first_t_ns)))
@@ -66,7 +69,7 @@ pub fn render(s: &Snapshot) -> Vec<u8> {
             pids.insert(next_pid - 1);
             next_pid - 1
         };
-        process(p, pid, origin, &mut events);
+        process(p, pid, &mut events);
     }
     let stage = match &s.at {
         crate::snapshot::At::Stage(name) => name.clone(),
@@ -78,7 +81,8 @@ pub fn render(s: &Snapshot) -> Vec<u8> {
             "generator": "vramledger snapshot",
             "at": s.at.mode(),
             "stage": stage,
-            "origin_unix_ns": origin.to_string(),
+            "origin_unix_ns": "0",
+            "run_start_unix_ns": run_start.to_string(),
         },
     });
     let mut out = events.out;
@@ -90,28 +94,30 @@ pub fn render(s: &Snapshot) -> Vec<u8> {
     out
 }
 
-fn process(p: &ProcessSnapshot, pid: u32, origin: i128, out: &mut Events) {
-    let ts = |clock_ns: u64| us((p.wall_ns(clock_ns) - origin).max(0));
+fn process(p: &ProcessSnapshot, pid: u32, out: &mut Events) {
+    let ts = |clock_ns: u64| us(p.wall_ns(clock_ns).max(0));
     let name = match p.rank {
         Some(r) => format!("vramledger pid {} rank {r}", p.pid),
         None => format!("vramledger pid {}", p.pid),
     };
     out.push(
-        json!({"ph": "M", "name": "process_name", "pid": pid, "tid": COUNTER_TID,
-        "args": {"name": name}}),
+        json!({"ph": "M", "cat": "__metadata", "name": "process_name", "pid": pid,
+        "tid": COUNTER_TID, "ts": 0, "args": {"name": name}}),
     );
     out.push(
-        json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": COUNTER_TID,
-        "args": {"name": "memory"}}),
+        json!({"ph": "M", "cat": "__metadata", "name": "thread_name", "pid": pid,
+        "tid": COUNTER_TID, "ts": 0, "args": {"name": "memory"}}),
     );
     out.push(
-        json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": STAGE_TID,
-        "args": {"name": "stages"}}),
+        json!({"ph": "M", "cat": "__metadata", "name": "thread_name", "pid": pid,
+        "tid": STAGE_TID, "ts": 0, "args": {"name": "stages"}}),
     );
     for s in &p.stages {
         out.push(json!({
             "name": s.name, "cat": "stage", "ph": "X", "pid": pid, "tid": STAGE_TID,
-            "ts": ts(s.start_ns), "dur": us(s.end_ns.saturating_sub(s.start_ns) as i128),
+            // From whole-µs boundaries: a stage ends exactly where the next begins (a
+            // rounded `dur` could overlap the next one, and importers drop such slices).
+            "ts": ts(s.start_ns), "dur": ts(s.end_ns).saturating_sub(ts(s.start_ns)),
             "args": {"stage": s.name},
         }));
     }
@@ -124,10 +130,8 @@ fn process(p: &ProcessSnapshot, pid: u32, origin: i128, out: &mut Events) {
             if samples.peek().is_some_and(|next| ts(next.t_ns) == t) {
                 continue;
             }
-            out.push(
-                json!({"name": vram, "ph": "C", "pid": pid, "tid": COUNTER_TID,
-                "ts": t, "args": owners(&sample.by_owner)}),
-            );
+            out.push(json!({"name": vram, "cat": "memory", "ph": "C", "pid": pid,
+                "tid": COUNTER_TID, "ts": t, "args": owners(&sample.by_owner)}));
         }
         let free = format!("free cuda:{}", d.device);
         let mut readings = d.free_readings.iter().peekable();
@@ -136,10 +140,8 @@ fn process(p: &ProcessSnapshot, pid: u32, origin: i128, out: &mut Events) {
             if readings.peek().is_some_and(|next| ts(next.t_ns) == t) {
                 continue;
             }
-            out.push(
-                json!({"name": free, "ph": "C", "pid": pid, "tid": COUNTER_TID,
-                "ts": t, "args": {"free": r.free_bytes}}),
-            );
+            out.push(json!({"name": free, "cat": "memory", "ph": "C", "pid": pid,
+                "tid": COUNTER_TID, "ts": t, "args": {"free": r.free_bytes}}));
         }
         for f in &d.failures {
             out.push(json!({
@@ -154,7 +156,8 @@ fn process(p: &ProcessSnapshot, pid: u32, origin: i128, out: &mut Events) {
     }
 }
 
-/// Nanoseconds as µs (exact to the ns in the printed decimal).
-fn us(ns: i128) -> f64 {
-    (ns / 1000) as f64 + (ns % 1000) as f64 / 1000.0
+/// Nanoseconds as whole µs (wall-clock µs since the epoch are ~2^50: a float with a fraction
+/// would be rounded to a quarter µs, unevenly).
+fn us(ns: i128) -> u64 {
+    (ns / 1000).max(0) as u64
 }

@@ -26,17 +26,9 @@ fn opt(v: Option<u64>, units: Units) -> String {
     v.map_or_else(|| "?".to_string(), |v| amount(v as i64, units))
 }
 
-fn short(name: Owner) -> &'static str {
-    match name {
-        Owner::Torch => "torch",
-        Owner::TorchGraphPool => "graph_pool",
-        Owner::Nccl => "nccl",
-        Owner::Direct => "direct",
-        Owner::Vmm => "vmm",
-        Owner::Context => "context",
-        Owner::Unattributed => "unattrib",
-        Owner::None => "-",
-    }
+/// An owner's column: its full name (as in JSON, HTML and budgets), at least `w` wide.
+fn col(o: Owner, w: usize) -> usize {
+    w.max(o.name().len())
 }
 
 fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
@@ -49,7 +41,7 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
     );
     let mut head = format!("  {:<26} {:>w$}", "stage", "delta");
     for o in REPORT_OWNERS {
-        head.push_str(&format!(" {:>w$}", short(o)));
+        head.push_str(&format!(" {:>cw$}", o.name(), cw = col(o, w)));
     }
     head.push_str(&format!(" {:>w$}  {:<6}  engine", "free@end", "set by"));
     let _ = writeln!(out, "{head}");
@@ -60,7 +52,8 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
             amount(s.device_delta, units)
         );
         for o in REPORT_OWNERS {
-            row.push_str(&format!(" {:>w$}", amount(s.by_owner.get(o), units)));
+            let cw = col(o, w);
+            row.push_str(&format!(" {:>cw$}", amount(s.by_owner.get(o), units)));
         }
         row.push_str(&format!(
             " {:>w$}  {:<6}",
@@ -82,7 +75,8 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
         amount(live.hooked(), units)
     );
     for o in REPORT_OWNERS {
-        row.push_str(&format!(" {:>w$}", amount(live.get(o), units)));
+        let cw = col(o, w);
+        row.push_str(&format!(" {:>cw$}", amount(live.get(o), units)));
     }
     let _ = writeln!(out, "{row}");
     let balanced = if d.balanced() {

@@ -77,8 +77,7 @@ impl LogFacts {
 
     /// Reads a log file.
     pub fn read(path: &Path) -> Result<LogFacts, String> {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = crate::infile::read(path, crate::infile::Kind::Log)?;
         let text = String::from_utf8_lossy(&bytes);
         let mut facts = LogFacts::new(path.display().to_string());
         for line in text.lines() {
@@ -271,25 +270,30 @@ pub struct RunFacts {
 impl RunFacts {
     /// Reads every journal under `path`.
     pub fn read(path: &Path) -> Result<RunFacts, String> {
-        let files = journal::find(path).map_err(|e| e.to_string())?;
-        let mut warnings = Vec::new();
-        let mut journals = Vec::new();
-        for f in files {
-            match journal::read(&f) {
-                Ok(j) => journals.push(j),
-                Err(e) => warnings.push(e.to_string()),
-            }
-        }
-        if journals.is_empty() {
+        // The journal policy (docs/journal.md): sizing claims exact bytes, so a damaged run
+        // gives no answer rather than one from part of the records.
+        let loaded = journal::load(path)?;
+        if loaded.damaged() {
+            let why: Vec<&str> = loaded
+                .unreadable
+                .iter()
+                .chain(
+                    loaded
+                        .journals
+                        .iter()
+                        .filter(|j| j.corrupt)
+                        .flat_map(|j| &j.warnings),
+                )
+                .map(String::as_str)
+                .collect();
             return Err(format!(
-                "no readable journals (*.vlj) in {}{}",
+                "{} is damaged, so no exact sizing can be taken from it: {}",
                 path.display(),
-                warnings
-                    .first()
-                    .map(|w| format!(": {w}"))
-                    .unwrap_or_default()
+                why.join("; ")
             ));
         }
+        let mut warnings: Vec<String> = loaded.messages().cloned().collect();
+        let journals = loaded.journals;
         let mut lines = LogFacts::new(format!("the run {}", path.display()));
         let mut cmdline = None;
         let mut settings = Vec::new();

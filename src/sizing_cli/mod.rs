@@ -302,7 +302,7 @@ fn check_flags(args: &SizeArgs) -> Result<(), String> {
             "--gpu-mem-source picks the run's capacity; it contradicts --gpu-mem-mib".into(),
         );
     }
-    Ok(())
+    crate::size_limits::check_args(args)
 }
 
 /// Gathers the inputs and computes the report.
@@ -355,6 +355,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
             );
         }
         let l = log.as_ref().expect("vllm_log");
+        crate::size_limits::check_vllm(&l.vllm_attempts, &l.vllm_config)?;
         let model = model::find_model(args, None, None)?.ok_or(
             "--model-config is needed: the KV bytes per token come from the model's config.json",
         )?;
@@ -397,6 +398,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
         }
     }
     let mut settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
+    crate::size_limits::check_settings(&settings)?;
     let recorded_model = run.as_ref().and_then(|r| r.model_path.clone());
     let model = model::find_model(args, recorded_model, settings.model_path.as_deref())?;
     let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
@@ -406,6 +408,9 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
         (None, Some(l), None) => Some(Measured::from_log(l)?),
         (None, None, None) => None,
     };
+    if let Some(m) = &measured {
+        crate::size_limits::check_measured(m)?;
+    }
     let Some(measured) = measured else {
         let layout = layouts::first(args, facts)?;
         npu_page_default(&mut settings, layout.value);
@@ -445,6 +450,7 @@ pub fn build(args: &SizeArgs) -> Result<SizeReport, String> {
             && observed.failure.is_none()
             && observed.post_capture_tokens.is_none();
     }
+    crate::size_limits::check_observed(&observed)?;
     // Each layout the input allows (one when --sglang-version names it), then the choice.
     let mut reports = Vec::new();
     let mut first_error = None;

@@ -6,16 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use vramledger_engines::sizing::model::ModelGeometry;
-
 use super::inputs::Origin;
 use super::{ModelSource, SizeArgs};
 
 fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let geometry =
-        ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    // A regular file of bounded size, every sizing field bounded (src/model_config.rs).
+    let geometry = crate::model_config::read(path)?;
     Ok(ModelSource {
         geometry,
         path: path.display().to_string(),

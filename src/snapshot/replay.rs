@@ -23,6 +23,8 @@ struct Meta {
     module: u32,
     span: usize,
     t_ns: u64,
+    /// PyTorch's pool id, when the journal says it (see [`crate::ledger::pools::pool_of`]).
+    pool: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +71,8 @@ pub(super) struct Replay<'a> {
     host: HashMap<u64, Meta>,
     reservations: BTreeMap<u64, Meta>,
     pools: HashMap<u64, Meta>,
+    /// Pools named by captures at their end (window serial → pool id).
+    named_pools: HashMap<u64, (u64, u64)>,
     pub(super) devs: BTreeMap<i32, DevState>,
     pub(super) seen: BTreeSet<i32>,
     pub(super) cuts: BTreeMap<i32, Cut>,
@@ -113,6 +117,7 @@ impl<'a> Replay<'a> {
             host: HashMap::new(),
             reservations: BTreeMap::new(),
             pools: HashMap::new(),
+            named_pools: crate::ledger::pools::capture_pools(j),
             devs: BTreeMap::new(),
             seen: BTreeSet::new(),
             cuts: BTreeMap::new(),
@@ -141,6 +146,19 @@ impl<'a> Replay<'a> {
             module: e.module,
             span: self.span,
             t_ns: e.t_ns,
+            pool: self.pool(e),
+        }
+    }
+
+    fn pool(&self, e: &Event) -> Option<(u64, u64)> {
+        use crate::ledger::pools::{pool_of, PoolKey};
+        if !matches!(e.owner(), Owner::Torch | Owner::TorchGraphPool) {
+            return None;
+        }
+        match pool_of(e, &self.named_pools) {
+            PoolKey::Default => Some((0, 0)),
+            PoolKey::Id(a, b) => Some((a, b)),
+            PoolKey::Unknown => None,
         }
     }
 
@@ -470,6 +488,7 @@ impl<'a> Replay<'a> {
             stage: self.stage(m.span),
             t_ns: m.t_ns,
             mappings,
+            pool: m.pool,
         }
     }
 
@@ -491,6 +510,7 @@ impl<'a> Replay<'a> {
                 module,
                 span: 0,
                 t_ns: 0,
+                pool: None,
             };
             let m = Meta {
                 device,

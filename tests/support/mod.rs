@@ -8,6 +8,7 @@
 //!            and the executables (rpath $ORIGIN; libcuda comes from LD_LIBRARY_PATH).
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod skip;
 pub mod synth;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +51,16 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
             "libcudart.so.13",
             "libnccl.so.2",
             "libcublas.so.13",
+        ],
+    ),
+    (
+        "server_like",
+        &[
+            "libc10_cuda.so",
+            "libcudart.so.13",
+            "libcublas.so.13",
+            "libnccl.so.2",
+            "libthirdparty.so",
         ],
     ),
 ];

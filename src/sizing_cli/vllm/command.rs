@@ -17,13 +17,13 @@ pub fn size_run_command(args: &SizeArgs, path: &std::path::Path) -> Result<VllmR
     }
     let log_text = match &args.log {
         Some(p) => {
-            let bytes =
-                std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let bytes = crate::infile::read(p, crate::infile::Kind::Log)?;
             Some(String::from_utf8_lossy(&bytes).into_owned())
         }
         None => None,
     };
     let lines = run::read(path, log_text.as_deref())?;
+    crate::size_limits::check_vllm_run(&lines)?;
     let model = run_model(args, path, lines.config.model.as_deref())?;
     let ask = plan::RunAsk {
         ask: VllmAsk {
@@ -72,7 +72,5 @@ fn run_model(
                 .into(),
         );
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    ModelGeometry::from_config_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+    crate::model_config::read(path)
 }

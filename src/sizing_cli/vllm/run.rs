@@ -362,38 +362,55 @@ fn worker(j: &Journal) -> Option<Worker> {
 /// Reads every journal of the run, and the log's lines (matched to workers by the pid of their
 /// prefix; lines without one belong to every worker when there is one, else to the run).
 pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
+    // The journal policy (docs/journal.md): sizing claims exact bytes, so a damaged run gives
+    // no answer rather than one from part of the records.
+    let loaded = journal::load(path)?;
+    if loaded.damaged() {
+        let why: Vec<&str> = loaded
+            .unreadable
+            .iter()
+            .chain(
+                loaded
+                    .journals
+                    .iter()
+                    .filter(|j| j.corrupt)
+                    .flat_map(|j| &j.warnings),
+            )
+            .map(String::as_str)
+            .collect();
+        return Err(format!(
+            "{} is damaged, so no exact sizing can be taken from it: {}",
+            path.display(),
+            why.join("; ")
+        ));
+    }
     let mut out = RunLines::default();
-    for f in files {
-        match journal::read(&f) {
-            Ok(j) => {
-                let mut parts = settings::Assembler::default();
-                let mut recorded = Vec::new();
-                for l in j.engine_lines() {
-                    out.observe_config(l);
-                }
-                for e in &j.events {
-                    if e.kind() == Some(Kind::Warning) && e.api() == Some(Api::VramledgerSettings) {
-                        recorded.extend(parts.push(&e.text))
-                    }
-                }
-                recorded.extend(parts.finish());
-                for a in recorded {
-                    out.observe_settings(&a);
-                }
-                match worker(&j) {
-                    Some(w) => out.workers.push(w),
-                    // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
-                    None => {
-                        for b in j.engine_lines().filter_map(log::classify) {
-                            if b.engine == Engine::Vllm {
-                                out.global.observe(&b);
-                            }
-                        }
+    out.warnings.extend(loaded.messages().cloned());
+    for j in loaded.journals {
+        let mut parts = settings::Assembler::default();
+        let mut recorded = Vec::new();
+        for l in j.engine_lines() {
+            out.observe_config(l);
+        }
+        for e in &j.events {
+            if e.kind() == Some(Kind::Warning) && e.api() == Some(Api::VramledgerSettings) {
+                recorded.extend(parts.push(&e.text))
+            }
+        }
+        recorded.extend(parts.finish());
+        for a in recorded {
+            out.observe_settings(&a);
+        }
+        match worker(&j) {
+            Some(w) => out.workers.push(w),
+            // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
+            None => {
+                for b in j.engine_lines().filter_map(log::classify) {
+                    if b.engine == Engine::Vllm {
+                        out.global.observe(&b);
                     }
                 }
             }
-            Err(e) => out.warnings.push(e.to_string()),
         }
     }
     out.workers

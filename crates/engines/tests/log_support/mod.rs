@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod real;
+#[path = "../skip_support/mod.rs"]
+pub mod skip;
 
 use vramledger_engines::log::{classify, Boundary, LineKind, LineNumbers};
 

@@ -48,7 +48,9 @@ pub const fn tp(
     }
 }
 
-/// `../shared/logs` beside the checkout (or beside the folder of worktrees holding it).
+/// `../shared/logs` beside the checkout (or beside the folder of worktrees holding it), or
+/// `None` when there is none (the test is then skipped: counted and explained by
+/// scripts/test.sh, a failure in CI).
 pub fn logs_dir() -> Option<PathBuf> {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let candidates = [
@@ -57,10 +59,10 @@ pub fn logs_dir() -> Option<PathBuf> {
     ];
     let found = candidates.iter().find(|d| d.is_dir()).cloned();
     if found.is_none() {
-        eprintln!(
-            "note: {} not found; real-log tests skipped",
+        super::skip::skip(&format!(
+            "{} is absent (real logs)",
             candidates[0].display()
-        );
+        ));
     }
     found
 }

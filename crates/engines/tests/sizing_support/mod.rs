@@ -4,63 +4,44 @@
 
 #![allow(dead_code)]
 
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
+
 use std::path::PathBuf;
 use vramledger_engines::sizing::model::ModelGeometry;
 
-/// Says that the running test is skipped and why, where a test run can count it: a line
-/// `SKIPPED: <test>: <reason>` on stdout (shown with `--nocapture`) and, when the environment
-/// variable `VRAMLEDGER_TEST_SKIPS` names a file, the same line appended to it. Never a silent
-/// pass: a test that returns after this call has said so.
-pub fn skip_test(reason: &str) {
-    let thread = std::thread::current();
-    let line = format!("SKIPPED: {}: {reason}\n", thread.name().unwrap_or("?"));
-    print!("{line}");
-    if let Some(path) = std::env::var_os("VRAMLEDGER_TEST_SKIPS") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = f.write_all(line.as_bytes());
-        }
-    }
-}
-
-/// `shared/logs`, or `None` after [`skip_test`] says why (this checkout has no `shared/`: the
-/// real logs are not part of the repository, and CI's clean clone lacks them).
+/// `shared/logs`, or `None` when this checkout has no `shared/` (the test is then skipped:
+/// counted and explained by scripts/test.sh, a failure in CI).
 pub fn logs_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/logs");
     if dir.is_dir() {
         Some(dir)
     } else {
-        skip_test(&format!(
-            "{} is absent (the real logs are not part of the repository)",
-            dir.display()
-        ));
+        skip_support::skip(&format!("{} is absent (real logs)", dir.display()));
         None
     }
 }
 
-/// The text of `shared/logs/<name>`, or `None` after [`skip_test`].
+/// The text of `shared/logs/<name>`, or `None` (skipped) when it cannot be read.
 pub fn log(name: &str) -> Option<String> {
     let path = logs_dir()?.join(name);
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(e) => {
-            skip_test(&format!("cannot read {}: {e}", path.display()));
+            skip_support::skip(&format!("cannot read {}: {e}", path.display()));
             None
         }
     }
 }
 
-/// The geometry of `shared/logs/configs/<name>.json` (panics if present but unreadable).
+/// The geometry of `shared/logs/configs/<name>.json`, or `None` (skipped) when it cannot be
+/// read (panics if present but not a config).
 pub fn config(name: &str) -> Option<ModelGeometry> {
     let path = logs_dir()?.join("configs").join(format!("{name}.json"));
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) => {
-            skip_test(&format!("cannot read {}: {e}", path.display()));
+            skip_support::skip(&format!("cannot read {}: {e}", path.display()));
             return None;
         }
     };
