@@ -96,6 +96,15 @@ impl MemJournal {
         self.raw(&rec);
     }
 
+    /// Appends padding, `len` bytes (a multiple of 8, at least 8): what a writer leaves before a
+    /// block's seal, here anywhere (tests place records across a seal with it).
+    pub fn pad(&mut self, len: usize) {
+        let mut rec = vec![0u8; len];
+        rec[..4].copy_from_slice(&head_word(PADDING_KIND).to_le_bytes());
+        rec[4..8].copy_from_slice(&((len - 8) as u32).to_le_bytes());
+        self.raw(&rec);
+    }
+
     /// Appends a slot that was reserved and never committed (`len` bytes).
     pub fn hole(&mut self, len: usize) {
         let mut rec = vec![0u8; len];
