@@ -133,6 +133,7 @@ for conf in default expandable; do
         t=$(env "${env_conf[@]}" LD_PRELOAD="${l#*:}" VRAMLEDGER_OUT="$jd" timeout -k 5 60 python3 "$HERE/bench_torch_churn.py" "$ROUNDS" 2>&1 | sed -n 's/.*seconds=//p')
         stats=$(python3 "$HERE/bench_journal_stats.py" "$CLI" "$conf-$name" "$jd")
         log "churn $conf $name: ${t:-?} s; $stats"
+        SUM[attr_${conf}_$name]="$(sed -n 's/^attribution [^:]*: //p' <<<"$stats")"
         SUM[churn_${conf}_$name]="$(sed -n 's/.*bytes_per_record=\([0-9.]*\).*bytes_per_alloc_free_record=\([0-9.]*\).*/\1 per record, \2 per alloc\/free/p' <<<"$stats"); ${t:-?} s vs plain ${plain:-?} s"
     done
 done
@@ -145,3 +146,13 @@ for l in "${LIBS[@]}"; do
     log "$name: tap ns/write access line ${SUM[tap_${name}_0]:-} decode line ${SUM[tap_${name}_1]:-}"
     log "$name: journal default ${SUM[churn_default_$name]:-} | expandable ${SUM[churn_expandable_$name]:-}"
 done
+# The faster walk past libcudart must attribute exactly as the slow one did.
+if [[ ${#LIBS[@]} == 2 ]]; then
+    for conf in default expandable; do
+        if [[ "${SUM[attr_${conf}_base]:-}" == "${SUM[attr_${conf}_new]:-}" ]]; then
+            log "attribution $conf: same for base and new (${SUM[attr_${conf}_new]:-})"
+        else
+            log "attribution $conf: DIFFERS: base ${SUM[attr_${conf}_base]:-} | new ${SUM[attr_${conf}_new]:-}"
+        fi
+    done
+fi
