@@ -86,7 +86,7 @@ for ((r = 1; r <= REPS; r++)); do
     done
 done
 
-if [[ -n "$CUDART" && -f "$CUDART" ]]; then
+if [[ "$CUDART" == fake || ( -n "$CUDART" && -f "$CUDART" ) ]]; then
     log ""
     log "== 3. through the runtime: cudaMalloc+cudaFree via $CUDART, hooked/direct (bench_rt.sh 40 x 400)"
     for ((r = 1; r <= REPS; r++)); do
