@@ -13,6 +13,7 @@
 #                                                  in-process benchmarks, the pip package
 #   bash scripts/gpu_session.sh ab BUDGET_S [OUTDIR]  the vLLM overhead A/B for BUDGET_S seconds
 #
+# Step limits add up to under 10 minutes a part (one device call).
 # Calls that follow each other on a warm machine share /tmp (compile caches, the A/B state).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -42,16 +43,16 @@ echo "== gpu_session $PART $(date -u +%FT%TZ) $(tr '\n' ' ' <.gpu/BUILD_INFO 2>/
 case $PART in
 engines)
     nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee -a "$S"
-    step engines-check 300 bash scripts/gpu_engines.sh check
-    step metrics 150 bash scripts/gpu_metrics.sh "$W/metrics"
-    step shim-safety 120 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
-    step books 150 bash scripts/gpu_books.sh "$W/books"
-    step sizing 150 bash scripts/gpu_sizing.sh "$W/sizing"
+    step engines-check 240 bash scripts/gpu_engines.sh check
+    step metrics 100 bash scripts/gpu_metrics.sh "$W/metrics"
+    step shim-safety 60 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
+    step books 90 bash scripts/gpu_books.sh "$W/books"
+    step sizing 70 bash scripts/gpu_sizing.sh "$W/sizing"
     ;;
 torch)
-    GRAPHPOOL_MODES=default step graphpool 240 bash scripts/gpu_graphpool.sh "$W/graphpool"
-    [[ -f scripts/gpu_bench.sh ]] && step bench 200 bash scripts/gpu_bench.sh "$W/bench"
-    ls .gpu/vramledger-*.whl >/dev/null 2>&1 && step first-hour 150 bash scripts/gpu_first_hour.sh "$W"
+    GRAPHPOOL_MODES=default step graphpool 200 bash scripts/gpu_graphpool.sh "$W/graphpool"
+    [[ -f scripts/gpu_bench.sh ]] && BENCH_REPS=1 step bench 200 bash scripts/gpu_bench.sh "$W/bench"
+    ls .gpu/vramledger-*.whl >/dev/null 2>&1 && step first-hour 120 bash scripts/gpu_first_hour.sh "$W"
     ;;
 ab)
     step ab $((BUDGET + 90)) bash scripts/gpu_engines.sh ab --budget-s "$BUDGET"
