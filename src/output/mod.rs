@@ -1,5 +1,6 @@
 //! Outputs: each turns journals or books into bytes; none touches files.
 
+pub mod check_text;
 pub mod diff_json;
 pub mod diff_text;
 pub mod dump;

@@ -6,10 +6,10 @@ use std::fmt::Write;
 
 use vramledger_engines::sizing::pyfloat::GIB;
 
-use crate::sizing_cli::inputs::Sourced;
-use crate::sizing_cli::layouts;
-use crate::sizing_cli::vllm::VllmReport;
-use crate::sizing_cli::{DefaultsReport, SglangReport, SizeReport};
+use crate::sizing::inputs::Sourced;
+use crate::sizing::layouts;
+use crate::sizing::vllm::VllmReport;
+use crate::sizing::{DefaultsReport, SglangReport, SizeReport};
 
 fn gib(bytes: i64) -> String {
     format!("{:.3} GiB", bytes as f64 / GIB)
@@ -372,7 +372,7 @@ fn sglang(out: &mut String, r: &SglangReport) {
 
 fn vllm(out: &mut String, r: &VllmReport) {
     if let Some(run) = &r.run {
-        return crate::sizing_cli::vllm::render::text(out, r, run);
+        return crate::sizing::vllm::render::text(out, r, run);
     }
     let res = &r.result;
     let _ = writeln!(

@@ -1,21 +1,25 @@
-//! `vramledger run`: start a command under the preload and report when it ends.
+//! Launching a command under the preload (`vramledger run`): start it, wait for it, pass its
+//! exit code through.
 //!
-//! Sets `LD_PRELOAD` to `libvramledger.so` (found by [`crate::libpath`]; children inherit it, so
+//! Sets `LD_PRELOAD` to `libvramledger.so` (found by [`libpath`]; children inherit it, so
 //! SGLang's spawned workers are covered), a fresh run id, and the journal folder (created
-//! private, 0700); relays SIGINT, SIGTERM and SIGHUP to the command ([`crate::run_signals`]),
-//! waits for it and passes its exit code through (128 + signal when it was killed).
+//! private, 0700); hands Python processes the pool hooks ([`python_boot`]); relays SIGINT,
+//! SIGTERM and SIGHUP to the command ([`signals`]), waits for it and passes its exit code
+//! through (128 + signal when it was killed).
+
+pub mod libpath;
+pub mod python_boot;
+pub mod signals;
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::run_signals;
-
 /// What `run` needs.
 pub struct RunSpec {
     pub out: PathBuf,
     pub command: Vec<String>,
-    /// `--lib PATH`: the preload library to use (see [`crate::libpath`] for the search).
+    /// `--lib PATH`: the preload library to use (see [`libpath`] for the search).
     pub lib: Option<PathBuf>,
     /// Send the command's stdout to vramledger's stderr (`run --json`: stdout is the report's).
     pub stdout_to_stderr: bool,
@@ -38,7 +42,7 @@ fn new_run_id() -> String {
 
 /// Runs the command to completion.
 pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
-    let lib = crate::libpath::for_this_cli(spec.lib.as_deref())?;
+    let lib = libpath::for_this_cli(spec.lib.as_deref())?;
     let (program, args) = spec.command.split_first().ok_or_else(|| {
         "no command given: use `vramledger run [--out DIR] -- CMD ARGS...`".to_string()
     })?;
@@ -59,7 +63,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         _ => lib.display().to_string(),
     };
     // Python processes load vramledger's pool hooks; the folder lives until the command ends.
-    let python_boot = crate::python_boot::prepare(&run_id);
+    let python_boot = python_boot::prepare(&run_id);
     let mut cmd = Command::new(program);
     if spec.stdout_to_stderr {
         use std::os::fd::AsFd;
@@ -69,9 +73,9 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
             .map_err(|e| format!("cannot pass stderr on to {program}: {e}"))?;
         cmd.stdout(err);
     }
-    // Relay SIGINT/SIGTERM/SIGHUP to the command (`run_signals`); installed before the spawn
+    // Relay SIGINT/SIGTERM/SIGHUP to the command (`signals`); installed before the spawn
     // so no signal finds vramledger with its default action between the two.
-    run_signals::install();
+    signals::install();
     let mut child = cmd
         .args(args)
         .envs(python_boot.env())
@@ -80,8 +84,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         .env("VRAMLEDGER_RUN_ID", &run_id)
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
-    run_signals::started(child.id());
-    run_signals::wait_exited(child.id()).map_err(|e| format!("lost track of {program}: {e}"))?;
+    signals::started(child.id());
+    signals::wait_exited(child.id()).map_err(|e| format!("lost track of {program}: {e}"))?;
     let status = child
         .wait()
         .map_err(|e| format!("lost track of {program}: {e}"))?;

@@ -13,7 +13,7 @@ use super::labels::{
 };
 use super::run::{Basis, Input, RunLines, Worker};
 use super::{VllmAsk, VllmReport};
-use crate::sizing_cli::inputs::{Origin, Sourced};
+use crate::sizing::inputs::{Origin, Sourced};
 
 /// One stage of the run-time need after the KV cache.
 #[derive(Debug, Clone)]

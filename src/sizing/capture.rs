@@ -14,7 +14,7 @@ use vramledger_engines::sizing::Layout;
 
 use super::explain::{defaults_input, evaluate, Evaluation, Scenario};
 use super::inputs::{Origin, Settings, Sourced};
-use super::{PostCaptureEmulation, PostCaptureResize, SizeArgs};
+use super::{PostCaptureEmulation, PostCaptureResize, SizeRequest};
 
 /// What the post-capture emulation measures on.
 #[derive(Debug, Clone, Copy)]
@@ -189,7 +189,7 @@ pub fn post_capture_direct(
     s: &Settings,
     sc: &Scenario,
     ev: &Evaluation,
-    args: &SizeArgs,
+    args: &SizeRequest,
     free_gib: f64,
     notes: &mut Vec<String>,
 ) -> Result<Option<PostCaptureResize>, String> {

@@ -9,7 +9,6 @@ use vramledger_engines::sizing::Layout;
 
 use super::inputs::{AfterPool, Measured, Origin, Settings, Sourced};
 use super::vllm;
-use super::EXIT_DOES_NOT_FIT;
 
 /// The model config and where it was found.
 #[derive(Debug, Clone)]
@@ -191,9 +190,9 @@ impl SizeReport {
             SizeReport::DefaultsOnly(_) => false,
         };
         if fails {
-            EXIT_DOES_NOT_FIT
+            crate::exit::DOES_NOT_FIT
         } else {
-            0
+            crate::exit::OK
         }
     }
 }

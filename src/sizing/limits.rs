@@ -1,5 +1,5 @@
 //! Bounds on every number `vramledger size` computes with, checked where it enters: flags,
-//! a model's `config.json` ([`crate::model_config`]), an engine log (its numbers and its
+//! a model's `config.json` ([`crate::sizing::model_config`]), an engine log (its numbers and its
 //! `server_args` line), a run's journals (free bytes, the recorded command line). A number out of its range is bad input
 //! (one message naming it and where it came from, exit 2), never an overflow, an allocation
 //! of its size, or a loop of its length.
@@ -8,10 +8,10 @@
 //! the sizing arithmetic cannot overflow: GPU memory below 2^44 bytes (16 TiB), a token count
 //! below 2^32, KV bytes per token below 2^30, so bytes = tokens × cell stays below 2^62.
 
-use crate::sizing_cli::inputs::{Measured, Observed, Settings, Sourced};
-use crate::sizing_cli::vllm::run::{RunLines, WorkerLines};
-use crate::sizing_cli::vllm::{Attempt, EngineConfig};
-use crate::sizing_cli::SizeArgs;
+use crate::sizing::inputs::{Measured, Observed, Settings, Sourced};
+use crate::sizing::vllm::run::{RunLines, WorkerLines};
+use crate::sizing::vllm::{Attempt, EngineConfig};
+use crate::sizing::SizeRequest;
 
 /// TP, PP, DP sizes (GPUs of one server).
 pub const MAX_PARALLEL: u64 = 1 << 12;
@@ -85,7 +85,7 @@ fn sourced_u64(what: &str, v: &Sourced<u64>, lo: u64, hi: u64) -> Result<(), Str
 }
 
 /// The flags of `vramledger size`.
-pub fn check_args(a: &SizeArgs) -> Result<(), String> {
+pub fn check_args(a: &SizeRequest) -> Result<(), String> {
     let flag = "given as a flag";
     let par = |name: &str, v: Option<u64>| opt(v, |v| int(name, v, 1, MAX_PARALLEL, flag));
     par("--tp", a.tp)?;
@@ -417,56 +417,56 @@ mod tests {
 
     #[test]
     fn flags_out_of_range_are_named() {
-        let base = SizeArgs {
+        let base = SizeRequest {
             margin_gib: 1.0,
-            ..SizeArgs::default()
+            ..SizeRequest::default()
         };
         assert_eq!(check_args(&base), Ok(()));
-        let cases: Vec<(SizeArgs, &str)> = vec![
+        let cases: Vec<(SizeRequest, &str)> = vec![
             (
-                SizeArgs {
+                SizeRequest {
                     chunked_prefill_size: Some(i64::MAX),
                     ..base.clone()
                 },
                 "--chunked-prefill-size 9223372036854775807",
             ),
             (
-                SizeArgs {
+                SizeRequest {
                     chunked_prefill_size: Some(-2),
                     ..base.clone()
                 },
                 "-1 (no chunking)",
             ),
             (
-                SizeArgs {
+                SizeRequest {
                     tp: Some(u64::MAX),
                     ..base.clone()
                 },
                 "--tp 18446744073709551615",
             ),
             (
-                SizeArgs {
+                SizeRequest {
                     page_size: Some(1 << 40),
                     ..base.clone()
                 },
                 "--page-size",
             ),
             (
-                SizeArgs {
+                SizeRequest {
                     gpu_mem_mib: Some(1e300),
                     ..base.clone()
                 },
                 "--gpu-mem-mib",
             ),
             (
-                SizeArgs {
+                SizeRequest {
                     pre_gib: Some(1e300),
                     ..base.clone()
                 },
                 "--pre-gib",
             ),
             (
-                SizeArgs {
+                SizeRequest {
                     what_if_tp: vec![1; 65],
                     ..base.clone()
                 },

@@ -16,7 +16,7 @@ pub use super::facts::{
     rank_label, AfterPool, LogFacts, Observed, RankLog, RunFacts, RunRank, StageNeed,
 };
 use super::server_args::ServerArgs;
-use super::SizeArgs;
+use super::SizeRequest;
 
 /// Where a value came from (the JSON `source` words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,7 +272,7 @@ impl Settings {
     /// Merges flags over the logged settings (`server` may combine a log's `server_args`
     /// line and a run's command line) and what the run or log shows.
     pub fn resolve(
-        args: &SizeArgs,
+        args: &SizeRequest,
         server: Option<&ServerArgs>,
         run: Option<&RunFacts>,
         log: Option<&LogFacts>,
@@ -443,7 +443,7 @@ fn logged_prefill_graph(sa: &ServerArgs) -> Option<PrefillGraph> {
 /// the driver keeps for itself (615 MiB on the H200). `--gpu-mem-source` picks; the default is
 /// NVML's total, as SGLang reads it, and the other is kept as the alternative.
 fn gpu_capacity(
-    args: &SizeArgs,
+    args: &SizeRequest,
     run: Option<&RunFacts>,
 ) -> (Option<Sourced<f64>>, Option<Sourced<f64>>) {
     if let Some(v) = args.gpu_mem_mib {

@@ -3,10 +3,10 @@
 use vramledger_engines::sizing::model::ModelGeometry;
 
 use super::{plan, run, VllmAsk, VllmReport};
-use crate::sizing_cli::SizeArgs;
+use crate::sizing::SizeRequest;
 
 /// `vramledger size RUN` for a vLLM run (optionally with `--log`, the engine's output).
-pub fn size_run_command(args: &SizeArgs, path: &std::path::Path) -> Result<VllmReport, String> {
+pub fn size_run_command(args: &SizeRequest, path: &std::path::Path) -> Result<VllmReport, String> {
     if args.mem_fraction_static.is_some() {
         return Err(
             "vLLM has no mem_fraction_static: use --gpu-memory-utilization for a vLLM run".into(),
@@ -23,7 +23,7 @@ pub fn size_run_command(args: &SizeArgs, path: &std::path::Path) -> Result<VllmR
         None => None,
     };
     let lines = run::read(path, log_text.as_deref())?;
-    crate::size_limits::check_vllm_run(&lines)?;
+    crate::sizing::limits::check_vllm_run(&lines)?;
     let model = run_model(args, path, lines.config.model.as_deref())?;
     let ask = plan::RunAsk {
         ask: VllmAsk {
@@ -47,7 +47,7 @@ pub fn size_run_command(args: &SizeArgs, path: &std::path::Path) -> Result<VllmR
 
 /// `--model-config`, else `config.json` in the run folder, else in the logged model folder.
 fn run_model(
-    args: &SizeArgs,
+    args: &SizeRequest,
     run: &std::path::Path,
     logged: Option<&str>,
 ) -> Result<ModelGeometry, String> {
@@ -72,5 +72,5 @@ fn run_model(
                 .into(),
         );
     };
-    crate::model_config::read(path)
+    crate::sizing::model_config::read(path)
 }

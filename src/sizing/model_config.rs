@@ -1,11 +1,11 @@
 //! Reading a model's `config.json` for `vramledger size` with every field that sizes
-//! something bounded first ([`crate::size_limits`]): a layer count of 2^53 is one message, not
+//! something bounded first ([`crate::sizing::limits`]): a layer count of 2^53 is one message, not
 //! an allocation of 2^53 layer kinds.
 
 use vramledger_engines::sizing::json::{self, Value};
 use vramledger_engines::sizing::model::ModelGeometry;
 
-use crate::size_limits::{
+use crate::sizing::limits::{
     MAX_HEADS, MAX_HEAD_DIM, MAX_HIDDEN, MAX_KV_ELEMENTS, MAX_LAYERS, MAX_SPECULATIVE, MAX_TOKENS,
 };
 

@@ -10,7 +10,7 @@
 use vramledger_engines::sizing::Layout;
 
 use super::inputs::{LogFacts, Origin, Sourced};
-use super::{SglangReport, SizeArgs};
+use super::{SglangReport, SizeRequest};
 
 /// One layout the line formats allow, and its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +26,10 @@ pub struct Candidate {
 }
 
 /// The layouts to size: the one `--sglang-version` names, else those the line formats allow.
-pub fn to_try(args: &SizeArgs, facts: Option<&LogFacts>) -> Result<Vec<Sourced<Layout>>, String> {
+pub fn to_try(
+    args: &SizeRequest,
+    facts: Option<&LogFacts>,
+) -> Result<Vec<Sourced<Layout>>, String> {
     if let Some(v) = &args.sglang_version {
         let l = Layout::for_version_or_oldest(v).ok_or_else(|| {
             format!("--sglang-version {v} is not a version number (e.g. 0.5.5, v0.4.6.post5)")
@@ -59,7 +62,7 @@ pub fn to_try(args: &SizeArgs, facts: Option<&LogFacts>) -> Result<Vec<Sourced<L
 }
 
 /// The layout the defaults-only answer uses: the given one, else the newest allowed.
-pub fn first(args: &SizeArgs, facts: Option<&LogFacts>) -> Result<Sourced<Layout>, String> {
+pub fn first(args: &SizeRequest, facts: Option<&LogFacts>) -> Result<Sourced<Layout>, String> {
     let mut all = to_try(args, facts)?;
     let mut l = all.remove(0);
     if l.origin != Origin::Given && !all.is_empty() {

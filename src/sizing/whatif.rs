@@ -12,7 +12,7 @@ use vramledger_engines::sizing::pyfloat::GIB;
 
 use super::explain::{defaults_input, evaluate, smallest_server_fraction, Evaluation, Scenario};
 use super::inputs::{AfterPool, Settings};
-use super::{Recommendation, SizeArgs, WhatIf};
+use super::{Recommendation, SizeRequest, WhatIf};
 
 /// Re-derives a fraction SGLang derived, for a scenario with another GPU or TP size.
 fn rederive(model: &ModelGeometry, s: &Settings, sc: &mut Scenario) {
@@ -79,7 +79,7 @@ fn answer(
 
 /// Every what-if the flags ask for.
 pub fn what_ifs(
-    args: &SizeArgs,
+    args: &SizeRequest,
     model: &ModelGeometry,
     s: &Settings,
     sc: &Scenario,

@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 const FILES: [(&str, &str); 2] = [
     (
         "sitecustomize.py",
-        include_str!("../python-boot/sitecustomize.py"),
+        include_str!("../../python-boot/sitecustomize.py"),
     ),
     (
         "vramledger_pools.py",
-        include_str!("../python-boot/vramledger_pools.py"),
+        include_str!("../../python-boot/vramledger_pools.py"),
     ),
 ];
 

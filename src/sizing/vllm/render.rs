@@ -10,7 +10,7 @@ use vramledger_engines::sizing::vllm_budget::Bytes;
 use super::plan::{RankSizing, RunSizing, WhatIfRow};
 use super::run::Input;
 use super::VllmReport;
-use crate::sizing_cli::inputs::Sourced;
+use crate::sizing::inputs::Sourced;
 
 fn g(b: i64) -> String {
     format!("{:.3}", b as f64 / GIB)

@@ -20,7 +20,7 @@ use vramledger_engines::sizing::Layout;
 use super::cell::{attn_tp, cell_of};
 pub use super::cell::{cell_only, kv_dtype};
 use super::inputs::{Measured, Observed, Origin, Settings, Sourced};
-use super::{capture, whatif, DefaultsReport, ModelSource, Runtime, SglangReport, SizeArgs};
+use super::{capture, whatif, DefaultsReport, ModelSource, Runtime, SglangReport, SizeRequest};
 
 /// Everything `compute` needs.
 pub struct Plan<'a> {
@@ -29,7 +29,7 @@ pub struct Plan<'a> {
     pub settings: Settings,
     pub measured: Measured,
     pub observed: Observed,
-    pub args: &'a SizeArgs,
+    pub args: &'a SizeRequest,
 }
 
 /// The settings a what-if may change.

@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use super::inputs::Origin;
-use super::{ModelSource, SizeArgs};
+use super::{ModelSource, SizeRequest};
 
 fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
     // A regular file of bounded size, every sizing field bounded (src/model_config.rs).
-    let geometry = crate::model_config::read(path)?;
+    let geometry = crate::sizing::model_config::read(path)?;
     Ok(ModelSource {
         geometry,
         path: path.display().to_string(),
@@ -25,7 +25,7 @@ fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource
 /// cache); else a `config.json` in the run folder. A candidate that is there but unreadable is
 /// skipped with a warning.
 pub fn find_model(
-    args: &SizeArgs,
+    args: &SizeRequest,
     recorded: Option<(String, String)>,
     model_path: Option<&str>,
 ) -> Result<Option<ModelSource>, String> {
