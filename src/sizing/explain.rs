@@ -17,10 +17,10 @@ use vramledger_engines::sizing::tokens::{
 };
 use vramledger_engines::sizing::Layout;
 
-use super::cell::{attn_tp, cell_of};
-pub use super::cell::{cell_only, kv_dtype};
+use super::cell::cell_settings;
 use super::inputs::{Measured, Observed, Origin, Settings, Sourced};
 use super::{capture, whatif, DefaultsReport, ModelSource, Runtime, SglangReport, SizeRequest};
+use vramledger_engines::sizing::model_cell::{attn_tp, kv_dtype, model_cell};
 
 /// Everything `compute` needs.
 pub struct Plan<'a> {
@@ -123,7 +123,9 @@ pub fn defaults_report(
 /// One sizing pass for `sc`.
 pub fn evaluate(model: &ModelGeometry, s: &Settings, sc: &Scenario) -> Result<Evaluation, String> {
     let kv = kv_dtype(sc.layout, &sc.kv_dtype_name, model)?;
-    let (cell_bytes, swa, cell_text) = cell_of(model, s, sc.layout, sc.tp, kv)?;
+    let cell_settings = cell_settings(s);
+    let cell = model_cell(model, &cell_settings, sc.layout, sc.tp, kv)?;
+    let (cell_bytes, swa, cell_text) = (cell.bytes, cell.swa, cell.words);
     let runner_fraction = if sc.layout == Layout::V0_4_6 {
         l1_runner_fraction(sc.fraction, model.is_multimodal, false)
     } else {
@@ -175,7 +177,7 @@ pub fn evaluate(model: &ModelGeometry, s: &Settings, sc: &Scenario) -> Result<Ev
     Ok(Evaluation {
         cell_bytes,
         cell_text,
-        attn_tp: attn_tp(s, sc.tp),
+        attn_tp: attn_tp(&cell_settings, sc.tp),
         runner_fraction,
         swa,
         input,

@@ -15,11 +15,11 @@ use vramledger_format::{Api, Kind};
 
 use super::after_pool::after_pool;
 pub use super::after_pool::{AfterPool, StageNeed};
-use super::detect::Hints;
-use super::server_args::{self, ServerArgs};
-use super::vllm::{self as vllm_facts, Attempt, EngineConfig};
 use crate::journal;
 use crate::ledger;
+use vramledger_engines::log::server_args::{self, ServerArgs};
+use vramledger_engines::log::sglang_layout::Hints;
+use vramledger_engines::log::vllm_startups::{self as vllm_facts, Attempt, EngineConfig};
 
 /// One SGLang rank's printed free memory (GiB, two decimals).
 #[derive(Debug, Clone, Default)]

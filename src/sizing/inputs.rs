@@ -15,8 +15,8 @@ use vramledger_engines::sizing::tokens::distributed_min_gib;
 pub use super::facts::{
     rank_label, AfterPool, LogFacts, Observed, RankLog, RunFacts, RunRank, StageNeed,
 };
-use super::server_args::ServerArgs;
 use super::SizeRequest;
+use vramledger_engines::log::server_args::ServerArgs;
 
 /// Where a value came from (the JSON `source` words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

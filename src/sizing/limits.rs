@@ -10,8 +10,8 @@
 
 use crate::sizing::inputs::{Measured, Observed, Settings, Sourced};
 use crate::sizing::vllm::run::{RunLines, WorkerLines};
-use crate::sizing::vllm::{Attempt, EngineConfig};
 use crate::sizing::SizeRequest;
+use vramledger_engines::log::vllm_startups::{Attempt, EngineConfig};
 
 /// TP, PP, DP sizes (GPUs of one server).
 pub const MAX_PARALLEL: u64 = 1 << 12;

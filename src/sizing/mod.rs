@@ -26,7 +26,6 @@
 mod after_pool;
 mod capture;
 mod cell;
-pub mod detect;
 pub mod explain;
 pub mod facts;
 pub mod inputs;
@@ -36,7 +35,6 @@ mod model;
 pub mod model_config;
 mod report;
 mod request;
-pub mod server_args;
 pub mod vllm;
 pub mod whatif;
 
@@ -50,7 +48,7 @@ pub use report::{
     Recommendation, Runtime, SglangReport, SizeReport, WhatIf,
 };
 pub use request::{SizeRequest, DEFAULT_MARGIN_GIB};
-use server_args::ServerArgs;
+use vramledger_engines::log::server_args::ServerArgs;
 
 fn check_flags(args: &SizeRequest) -> Result<(), String> {
     let fraction = |name: &str, v: Option<f64>| match v {
@@ -233,7 +231,7 @@ pub fn build(args: &SizeRequest) -> Result<SizeReport, String> {
         let m = model.as_ref().map(|m| &m.geometry);
         let defaults = explain::defaults_report(m, &settings, layout.value, gpu, None);
         let cell_bytes = match &model {
-            Some(mdl) => Some(explain::cell_only(&mdl.geometry, &settings, layout.value)?),
+            Some(mdl) => Some(cell::cell_only(&mdl.geometry, &settings, layout.value)?),
             None => None,
         };
         return Ok(SizeReport::DefaultsOnly(Box::new(DefaultsOnly {

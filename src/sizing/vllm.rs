@@ -2,17 +2,17 @@
 //! `vramledger_engines::sizing::vllm` (V0 `determine_num_available_blocks`; V1 from the logged
 //! "Available KV cache memory").
 //!
-//! A log may hold several startups (a model reloaded after a failure): each "Model loading
-//! took" line opens a new [`Attempt`]; the last is sized unless `--attempt N` picks another.
+//! A log may hold several startups (`vramledger_engines::log::vllm_startups` reads each into
+//! an `Attempt`); the last is sized unless `--attempt N` picks another.
 //! Every GiB figure vLLM prints has two decimals, so each is ±0.005 GiB and the block count is
 //! given as an interval.
 
-use vramledger_engines::log::{event as ev, Boundary};
+use vramledger_engines::log::vllm_startups::{Attempt, EngineConfig};
 use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::pyfloat::GIB;
 use vramledger_engines::sizing::vllm::{
-    cache_block_size, v0_blocks, v1_blocks, v1_page_size_bytes, V0Input, V1Input, V1Version,
-    VllmResult,
+    cache_block_size, kv_dtype_size, v0_blocks, v1_blocks, v1_page_size_bytes, KvSpec, V0Input,
+    V1Input, V1Version, VllmResult,
 };
 
 use super::inputs::{Origin, Sourced};
@@ -26,133 +26,6 @@ pub mod run;
 pub use command::size_run_command;
 
 const HALF_CENTI_GIB: f64 = 0.005;
-
-/// One startup's numbers, as printed.
-#[derive(Debug, Clone, Default)]
-pub struct Attempt {
-    pub loaded: bool,
-    pub total_gib: Option<f64>,
-    pub utilization: Option<f64>,
-    pub weights_gib: Option<f64>,
-    pub non_torch_gib: Option<f64>,
-    pub activation_gib: Option<f64>,
-    /// V0 "the rest of the memory reserved for KV Cache is".
-    pub kv_rest_gib: Option<f64>,
-    /// V1 "Available KV cache memory" (or the specified `kv_cache_memory_bytes`).
-    pub available_kv_gib: Option<f64>,
-    pub gpu_blocks: Option<u64>,
-    pub cpu_blocks: Option<u64>,
-    pub kv_tokens: Option<u64>,
-    pub max_len: Option<u64>,
-    pub failure: Option<String>,
-}
-
-impl Attempt {
-    fn has_budget(&self) -> bool {
-        self.kv_rest_gib.is_some() || self.available_kv_gib.is_some()
-    }
-}
-
-/// The engine line ("Initializing a V0 LLM engine (v0.7.2) with config: …") and the
-/// non-default args line, read as text.
-#[derive(Debug, Clone, Default)]
-pub struct EngineConfig {
-    pub generation: Option<&'static str>,
-    pub version: Option<String>,
-    pub max_seq_len: Option<u64>,
-    pub tp: Option<u64>,
-    pub dtype: Option<String>,
-    pub kv_cache_dtype: Option<String>,
-    pub utilization: Option<f64>,
-    /// `model='…'` of the engine config line (the model folder).
-    pub model: Option<String>,
-    /// `'max_model_len': N` of the non-default args.
-    pub max_model_len: Option<u64>,
-    /// `'block_size': N` of the non-default args.
-    pub block_size: Option<u64>,
-    /// `'kv_cache_memory_bytes': N` of the non-default args (profiling skipped).
-    pub kv_cache_memory_bytes: Option<u64>,
-}
-
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let at = line.find(key)? + key.len();
-    let rest = &line[at..];
-    let end = rest.find([',', ' ', '}', ')']).unwrap_or(rest.len());
-    Some(rest[..end].trim_matches(|c| c == '\'' || c == '"'))
-}
-
-impl EngineConfig {
-    /// Reads the engine-config and non-default-args lines (not part of the stage grammar).
-    pub fn observe_raw(&mut self, line: &str) {
-        if let Some(at) = line.find(" LLM engine (v") {
-            self.generation = Some(if line[..at].ends_with("V0") {
-                "V0"
-            } else {
-                "V1"
-            });
-            self.version = field(line, " LLM engine (").map(str::to_string);
-            self.max_seq_len = field(line, "max_seq_len=").and_then(|v| v.parse().ok());
-            self.tp = field(line, "tensor_parallel_size=").and_then(|v| v.parse().ok());
-            self.dtype = field(line, " dtype=").map(str::to_string);
-            self.kv_cache_dtype = field(line, "kv_cache_dtype=").map(str::to_string);
-            self.model = field(line, "model=").map(str::to_string);
-        }
-        if line.contains("non-default args:") {
-            if let Some(u) = field(line, "'gpu_memory_utilization': ") {
-                self.utilization = u.parse().ok();
-            }
-            let int = |key: &str| field(line, key).and_then(|v| v.parse().ok());
-            self.max_model_len = int("'max_model_len': ").or(self.max_model_len);
-            self.block_size = int("'block_size': ").or(self.block_size);
-            self.kv_cache_memory_bytes =
-                int("'kv_cache_memory_bytes': ").or(self.kv_cache_memory_bytes);
-        }
-    }
-}
-
-/// Adds one vLLM line to the attempts.
-pub fn observe(attempts: &mut Vec<Attempt>, b: &Boundary<'_>) {
-    if b.event == ev::LOAD_MODEL_END && attempts.last().is_some_and(|a| a.loaded) {
-        attempts.push(Attempt::default());
-    }
-    if attempts.is_empty() {
-        attempts.push(Attempt::default());
-    }
-    let a = attempts.last_mut().expect("pushed above");
-    let n = &b.numbers;
-    let set = |slot: &mut Option<f64>, v: Option<f64>| {
-        if v.is_some() {
-            *slot = v;
-        }
-    };
-    match b.event {
-        ev::LOAD_MODEL_END => a.loaded = true,
-        ev::MEMORY_BUDGET => {
-            set(&mut a.total_gib, n.total_gpu_gib);
-            set(&mut a.utilization, n.gpu_memory_utilization);
-        }
-        ev::MEMORY_PROFILE_RESULT => {
-            set(&mut a.weights_gib, n.weights_gib);
-            set(&mut a.non_torch_gib, n.non_torch_gib);
-            set(&mut a.activation_gib, n.activation_peak_gib);
-            set(&mut a.kv_rest_gib, n.kv_cache_gib);
-        }
-        ev::AVAILABLE_KV_CACHE_MEMORY | ev::KV_CACHE_MEMORY_SPECIFIED => {
-            set(&mut a.available_kv_gib, n.kv_cache_gib)
-        }
-        ev::KV_CACHE_BLOCKS => {
-            a.gpu_blocks = n.gpu_blocks.or(a.gpu_blocks);
-            a.cpu_blocks = n.cpu_blocks.or(a.cpu_blocks);
-        }
-        ev::KV_CACHE_SIZE => {
-            a.kv_tokens = n.tokens.or(a.kv_tokens);
-            a.max_len = n.context_len.or(a.max_len);
-        }
-        ev::MAX_CONCURRENCY => a.max_len = n.context_len.or(a.max_len),
-        ev::NO_KV_MEMORY | ev::KV_CACHE_TOO_SMALL => a.failure = Some(b.event.to_string()),
-        _ => {}
-    }
-}
 
 /// What the command was asked, for vLLM.
 pub struct VllmAsk<'a> {
@@ -241,35 +114,20 @@ pub fn size(
         ),
         (None, None) => Sourced::new(1, Origin::Default, "vLLM default"),
     };
-    let dtype_size = match ask.kv_cache_dtype.or(cfg.kv_cache_dtype.as_deref()) {
-        Some(d) if d.starts_with("fp8") => 1,
-        Some("auto") | None => {
-            let name = cfg
-                .dtype
-                .as_deref()
-                .or(m.torch_dtype.as_deref())
-                .unwrap_or("bfloat16");
-            if name.contains("32") {
-                4
-            } else {
-                2
-            }
-        }
-        Some(other) => {
-            return Err(format!(
-                "--kv-cache-dtype {other}: vLLM sizing knows auto and fp8*"
-            ))
-        }
-    };
+    let kv_cache_dtype = ask.kv_cache_dtype.or(cfg.kv_cache_dtype.as_deref());
+    let model_dtype = cfg.dtype.as_deref().or(m.torch_dtype.as_deref());
+    let dtype_size = kv_dtype_size(kv_cache_dtype, model_dtype).ok_or_else(|| {
+        format!(
+            "--kv-cache-dtype {}: vLLM sizing knows auto and fp8*",
+            kv_cache_dtype.unwrap_or_default()
+        )
+    })?;
     let block_size = ask.block_size.unwrap_or(16);
-    let (heads, head_size, mla) = match m.mla {
-        Some(d) => (1, d.kv_lora_rank + d.qk_rope_head_dim, true),
-        None => (
-            (m.num_key_value_heads / tp.value.max(1)).max(1),
-            m.head_dim,
-            false,
-        ),
-    };
+    let KvSpec {
+        num_kv_heads: heads,
+        head_size,
+        mla,
+    } = KvSpec::of(m, tp.value);
     let layers = m.num_hidden_layers;
     let max_model_len = match (
         ask.context_length,

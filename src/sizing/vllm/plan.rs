@@ -5,7 +5,9 @@
 
 use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::pyfloat::GIB;
-use vramledger_engines::sizing::vllm::{v1_page_size_bytes, VllmError, VllmResult};
+use vramledger_engines::sizing::vllm::{
+    kv_dtype_size, v1_page_size_bytes, KvSpec, VllmError, VllmResult,
+};
 use vramledger_engines::sizing::vllm_budget::{self as vb, Budget, Bytes, Inputs, Layout};
 
 use super::labels::{
@@ -249,34 +251,19 @@ pub fn size_run(
         }
         _ => return Err("max_model_len unknown: pass --context-length".into()),
     };
-    let dtype_size = match ask.kv_cache_dtype.or(cfg.kv_cache_dtype.as_deref()) {
-        Some(d) if d.starts_with("fp8") => 1,
-        Some("auto") | None => {
-            let name = cfg
-                .dtype
-                .as_deref()
-                .or(model.torch_dtype.as_deref())
-                .unwrap_or("bfloat16");
-            if name.contains("32") {
-                4
-            } else {
-                2
-            }
-        }
-        Some(other) => {
-            return Err(format!(
-                "--kv-cache-dtype {other}: vLLM sizing knows auto and fp8*"
-            ))
-        }
-    };
-    let (heads, head_size, mla) = match model.mla {
-        Some(d) => (1, d.kv_lora_rank + d.qk_rope_head_dim, true),
-        None => (
-            (model.num_key_value_heads / tp.value.max(1)).max(1),
-            model.head_dim,
-            false,
-        ),
-    };
+    let kv_cache_dtype = ask.kv_cache_dtype.or(cfg.kv_cache_dtype.as_deref());
+    let model_dtype = cfg.dtype.as_deref().or(model.torch_dtype.as_deref());
+    let dtype_size = kv_dtype_size(kv_cache_dtype, model_dtype).ok_or_else(|| {
+        format!(
+            "--kv-cache-dtype {}: vLLM sizing knows auto and fp8*",
+            kv_cache_dtype.unwrap_or_default()
+        )
+    })?;
+    let KvSpec {
+        num_kv_heads: heads,
+        head_size,
+        mla,
+    } = KvSpec::of(model, tp.value);
     let layout = Layout {
         page_size_bytes: v1_page_size_bytes(block_size, heads, head_size, dtype_size, mla),
         num_layers: model.num_hidden_layers,

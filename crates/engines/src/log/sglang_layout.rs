@@ -7,8 +7,8 @@
 //! The answer is the newest layout inside the bounds; with no format evidence there is no
 //! answer and the caller falls back to the newest layout.
 
-use vramledger_engines::log::{event as ev, Boundary};
-use vramledger_engines::sizing::Layout;
+use super::{event as ev, Boundary};
+use crate::sizing::Layout;
 
 /// Bounds collected from the lines seen so far.
 #[derive(Debug, Clone, Default)]
@@ -137,7 +137,7 @@ impl Hints {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramledger_engines::log::classify;
+    use crate::log::classify;
 
     fn detect(lines: &[&str]) -> Option<Layout> {
         let mut h = Hints::default();
