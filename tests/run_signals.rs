@@ -35,11 +35,21 @@ impl Run {
             out = d.join("out").display(),
             script = shell_quote(script),
         );
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(line)
-            .current_dir(d)
-            .process_group(0)
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(line).current_dir(d).process_group(0);
+        // The test itself may have been started with these signals ignored (a background job
+        // of a non-interactive shell ignores SIGINT, and the disposition is inherited): every
+        // run starts from the defaults, and `before` sets up what a test wants ignored.
+        // SAFETY: between fork and exec only async-signal-safe calls are made (signal(2)).
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM, libc::SIGQUIT] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
