@@ -15,6 +15,7 @@ pub mod report_json;
 pub mod report_text;
 pub mod size_json;
 pub mod size_text;
+pub mod size_vllm;
 pub mod snapshot_json;
 
 /// `1 process`, `2 processes`: a count and its noun.

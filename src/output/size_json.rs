@@ -371,7 +371,7 @@ pub fn render(report: &SizeReport) -> Value {
         SizeReport::Vllm(r) => {
             let mut v = vllm(r);
             if let Some(run) = &r.run {
-                crate::sizing::vllm::render::json_fields(&mut v, run);
+                super::size_vllm::json_fields(&mut v, run);
             }
             v
         }

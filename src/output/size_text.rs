@@ -7,7 +7,7 @@ use std::fmt::Write;
 use vramledger_engines::sizing::pyfloat::GIB;
 
 use crate::sizing::inputs::Sourced;
-use crate::sizing::layouts;
+use crate::sizing::layouts::verdict;
 use crate::sizing::vllm::VllmReport;
 use crate::sizing::{DefaultsReport, SglangReport, SizeReport};
 
@@ -82,7 +82,7 @@ fn sglang(out: &mut String, r: &SglangReport) {
             "  LAYOUT AMBIGUOUS: the line formats cannot tell these apart, and they size differently:"
         );
         for c in &r.layout_candidates {
-            let _ = writeln!(out, "    {}", layouts::verdict(c));
+            let _ = writeln!(out, "    {}", verdict(c));
         }
         let _ = writeln!(out, "    (--sglang-version settles it)");
     }
@@ -372,7 +372,7 @@ fn sglang(out: &mut String, r: &SglangReport) {
 
 fn vllm(out: &mut String, r: &VllmReport) {
     if let Some(run) = &r.run {
-        return crate::sizing::vllm::render::text(out, r, run);
+        return super::size_vllm::text(out, r, run);
     }
     let res = &r.result;
     let _ = writeln!(

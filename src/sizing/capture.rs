@@ -12,9 +12,10 @@ use vramledger_engines::sizing::post_capture::{
 use vramledger_engines::sizing::pyfloat::GIB;
 use vramledger_engines::sizing::Layout;
 
-use super::explain::{defaults_input, evaluate, Evaluation, Scenario};
+use super::evaluate::{defaults_input, evaluate, Evaluation, Scenario};
 use super::inputs::{Origin, Settings, Sourced};
-use super::{PostCaptureEmulation, PostCaptureResize, SizeRequest};
+use super::report::{PostCaptureEmulation, PostCaptureResize};
+use super::request::SizeRequest;
 
 /// What the post-capture emulation measures on.
 #[derive(Debug, Clone, Copy)]

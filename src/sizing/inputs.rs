@@ -15,7 +15,7 @@ use vramledger_engines::sizing::tokens::distributed_min_gib;
 pub use super::facts::{
     rank_label, AfterPool, LogFacts, Observed, RankLog, RunFacts, RunRank, StageNeed,
 };
-use super::SizeRequest;
+use super::request::SizeRequest;
 use vramledger_engines::log::server_args::ServerArgs;
 
 /// Where a value came from (the JSON `source` words).

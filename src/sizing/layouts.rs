@@ -10,20 +10,8 @@
 use vramledger_engines::sizing::Layout;
 
 use super::inputs::{LogFacts, Origin, Sourced};
-use super::{SglangReport, SizeRequest};
-
-/// One layout the line formats allow, and its answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
-    pub layout: Layout,
-    /// `max_total_num_tokens`, or `None` when SGLang would fail to start.
-    pub tokens: Option<i64>,
-    /// SGLang's failure message.
-    pub error: Option<String>,
-    /// Whether it reproduces what the engine reported (`None`: nothing reported).
-    pub reproduced: Option<bool>,
-    pub chosen: bool,
-}
+use super::report::{Candidate, SglangReport};
+use super::request::SizeRequest;
 
 /// The layouts to size: the one `--sglang-version` names, else those the line formats allow.
 pub fn to_try(

@@ -9,8 +9,8 @@
 //! below 2^32, KV bytes per token below 2^30, so bytes = tokens × cell stays below 2^62.
 
 use crate::sizing::inputs::{Measured, Observed, Settings, Sourced};
+use crate::sizing::request::SizeRequest;
 use crate::sizing::vllm::run::{RunLines, WorkerLines};
-use crate::sizing::SizeRequest;
 use vramledger_engines::log::vllm_startups::{Attempt, EngineConfig};
 
 /// TP, PP, DP sizes (GPUs of one server).

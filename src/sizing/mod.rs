@@ -1,31 +1,34 @@
-//! `vramledger size`: re-run the engine's KV-cache sizing on measured numbers, explain the token
-//! count it chose, and answer "what if".
+//! The sizing pass behind `vramledger size`: re-run the engine's KV-cache sizing on measured
+//! numbers, explain the token count it chose, and answer "what if". A [`SizeRequest`] in, a
+//! [`SizeReport`] out ([`build`]); the engines' own arithmetic and log grammar are
+//! `vramledger_engines`'s, what is here is gathering the inputs and putting the answer together.
 //!
 //! # Brief overview
 //!
+//! - `build`: the pass step by step (check, read, pick the engine, resolve, size, choose);
 //! - [`facts`]: what engine lines (a log, or a run's recorded lines and settings records) and
 //!   journals say; `after_pool`: the run-time memory after the pool, from the books;
 //! - [`inputs`]: the numbers and settings, each with its source (flag, log, run, rule):
 //!   exact free bytes from a run's journals, printed GiB from a log, the `server_args` line;
-//! - [`server_args`]: SGLang's logged `ServerArgs(...)` repr and launch flags;
-//! - `model`: the model's `config.json` (given, in the logged model folder, the HF cache, the
-//!   run folder);
-//! - [`detect`]: the SGLang layouts a log's line formats allow; [`layouts`]: which one sizes
-//!   (never one that contradicts what the log reports; ambiguity said);
-//! - [`explain`]: SGLang's sizing on those inputs (`vramledger_engines::sizing` does the
-//!   arithmetic; `cell` the bytes per token), the reproduction check, the breakdown and the
-//!   run-time need after the pool;
+//! - `model` and [`model_config`]: the model's `config.json` (given, in the logged model folder,
+//!   the HF cache, the run folder) and its geometry; [`limits`]: the bounds on every number;
+//! - [`layouts`]: which SGLang layout sizes (never one that contradicts what the log reports;
+//!   ambiguity said);
+//! - [`evaluate`]: one sizing pass (`cell`: the bytes per token); [`explain`]: the reproduction
+//!   check, the breakdown and the run-time need after the pool;
 //! - [`whatif`]: another fraction, page size, KV dtype, context length, GPU or TP size; the
 //!   recommended `mem_fraction_static`; `capture`: post-capture sizing emulated;
-//! - [`vllm`]: vLLM's `gpu_memory_utilization` budget from a vLLM log;
-//! - `report`: the answer as plain data ([`SizeReport`]).
+//! - [`vllm`]: vLLM's `gpu_memory_utilization` budget from a log or a run;
+//! - [`report`]: the answer as plain data.
 //!
-//! Outputs live in `crate::output::{size_text, size_json}`. Exit codes: 0 the KV pool fits,
-//! 1 the configuration cannot fit (the report is still printed), 2 bad input.
+//! Outputs live in `crate::output::{size_text, size_json, size_vllm}`; the verb and its exit
+//! codes in `crate::cli`.
 
 mod after_pool;
+mod build;
 mod capture;
 mod cell;
+pub mod evaluate;
 pub mod explain;
 pub mod facts;
 pub mod inputs;
@@ -33,271 +36,14 @@ pub mod layouts;
 pub mod limits;
 mod model;
 pub mod model_config;
-mod report;
-mod request;
+pub mod report;
+pub mod request;
 pub mod vllm;
 pub mod whatif;
 
-use vramledger_engines::log::Engine;
-use vramledger_engines::sizing::defaults::Platform;
-use vramledger_engines::sizing::Layout;
-
-use inputs::{LogFacts, Measured, Origin, RunFacts, Settings, Sourced};
+pub use build::build;
 pub use report::{
     DefaultsOnly, DefaultsReport, ModelSource, PostCaptureEmulation, PostCaptureResize,
     Recommendation, Runtime, SglangReport, SizeReport, WhatIf,
 };
 pub use request::{SizeRequest, DEFAULT_MARGIN_GIB};
-use vramledger_engines::log::server_args::ServerArgs;
-
-fn check_flags(args: &SizeRequest) -> Result<(), String> {
-    let fraction = |name: &str, v: Option<f64>| match v {
-        Some(f) if !(f > 0.0 && f <= 1.0) => Err(format!("{name} {f} is outside (0, 1]")),
-        _ => Ok(()),
-    };
-    fraction("--mem-fraction-static", args.mem_fraction_static)?;
-    fraction("--gpu-memory-utilization", args.gpu_memory_utilization)?;
-    for f in &args.what_if_mem_fraction {
-        fraction("--what-if-mem-fraction", Some(*f))?;
-    }
-    for f in &args.what_if_gpu_memory_utilization {
-        fraction("--what-if-gpu-memory-utilization", Some(*f))?;
-    }
-    let at_least_one = |name: &str, v: Option<u64>| match v {
-        Some(0) => Err(format!("{name} 0: it must be at least 1")),
-        _ => Ok(()),
-    };
-    at_least_one("--tp", args.tp)?;
-    at_least_one("--pp", args.pp)?;
-    at_least_one("--dp", args.dp)?;
-    at_least_one("--page-size", args.page_size)?;
-    at_least_one("--context-length", args.context_length)?;
-    at_least_one("--max-total-tokens", args.max_total_tokens)?;
-    for v in &args.what_if_page_size {
-        at_least_one("--what-if-page-size", Some(*v))?;
-    }
-    for v in &args.what_if_tp {
-        at_least_one("--what-if-tp", Some(*v))?;
-    }
-    for v in &args.what_if_context_length {
-        at_least_one("--what-if-context-length", Some(*v))?;
-    }
-    for v in args.gpu_mem_mib.iter().chain(&args.what_if_gpu_mem_mib) {
-        if !(*v > 0.0 && v.is_finite()) {
-            return Err(format!("GPU capacity {v} MiB must be positive"));
-        }
-    }
-    if !(args.margin_gib >= 0.0 && args.margin_gib.is_finite()) {
-        return Err(format!(
-            "--margin-gib {} must be 0 or more",
-            args.margin_gib
-        ));
-    }
-    for (name, v) in [
-        ("--pre-gib", args.pre_gib),
-        ("--available-gib", args.available_gib),
-    ] {
-        if v.is_some_and(|g| !g.is_finite()) {
-            return Err(format!("{name} must be a finite number of GiB"));
-        }
-    }
-    if args.pre_gib.is_some() && (args.run.is_some() || args.log.is_some()) {
-        // Allowed: the flags override what the run or log measured.
-    }
-    if args.attempt == Some(0) {
-        return Err("--attempt 0: startups are numbered from 1".into());
-    }
-    if args.gpu_mem_source.is_some() && args.gpu_mem_mib.is_some() {
-        return Err(
-            "--gpu-mem-source picks the run's capacity; it contradicts --gpu-mem-mib".into(),
-        );
-    }
-    crate::sizing::limits::check_args(args)
-}
-
-/// Gathers the inputs and computes the report.
-pub fn build(args: &SizeRequest) -> Result<SizeReport, String> {
-    check_flags(args)?;
-    if let Some(p) = args.run.as_ref().filter(|p| vllm::run::is_vllm_run(p)) {
-        return vllm::size_run_command(args, p).map(|r| SizeReport::Vllm(Box::new(r)));
-    }
-    let run = match &args.run {
-        Some(p) => {
-            if !p.exists() {
-                return Err(format!(
-                    "cannot read {}: no such file or folder",
-                    p.display()
-                ));
-            }
-            let r = RunFacts::read(p)?;
-            for w in &r.warnings {
-                eprintln!("vramledger size: warning: {w}");
-            }
-            Some(r)
-        }
-        None => None,
-    };
-    let log = match &args.log {
-        Some(p) => {
-            let l = LogFacts::read(p)?;
-            if l.engine().is_none() && l.server_args.is_none() {
-                return Err(format!(
-                    "{} has no SGLang or vLLM sizing lines (no 'Load weight' or memory-profiling \
-                     line, no server_args)",
-                    p.display()
-                ));
-            }
-            Some(l)
-        }
-        None => None,
-    };
-    let vllm_log = log
-        .as_ref()
-        .is_some_and(|l| l.engine() == Some(Engine::Vllm));
-    if vllm_log {
-        if run.is_some() {
-            return Err("a vLLM log cannot be combined with a run; size the log alone".into());
-        }
-        if args.mem_fraction_static.is_some() {
-            return Err(
-                "vLLM has no mem_fraction_static: use --gpu-memory-utilization for a vLLM log"
-                    .into(),
-            );
-        }
-        let l = log.as_ref().expect("vllm_log");
-        crate::sizing::limits::check_vllm(&l.vllm_attempts, &l.vllm_config)?;
-        let model = model::find_model(args, None, None)?.ok_or(
-            "--model-config is needed: the KV bytes per token come from the model's config.json",
-        )?;
-        let ask = vllm::VllmAsk {
-            model: &model.geometry,
-            attempt: args.attempt,
-            utilization: args.gpu_memory_utilization,
-            gpu_mem_mib: args.gpu_mem_mib,
-            block_size: args.page_size,
-            kv_cache_dtype: args.kv_cache_dtype.as_deref(),
-            tp: args.tp,
-            context_length: args.context_length,
-        };
-        return vllm::size(&l.vllm_attempts, &l.vllm_config, &ask)
-            .map(|r| SizeReport::Vllm(Box::new(r)));
-    }
-    if args.gpu_memory_utilization.is_some() {
-        return Err(
-            "--gpu-memory-utilization is vLLM's setting; for SGLang use --mem-fraction-static"
-                .into(),
-        );
-    }
-    if args.attempt.is_some() {
-        return Err("--attempt picks a vLLM startup; it does not apply to SGLang input".into());
-    }
-    // Logged settings, each key from the first source that has it: the log's server_args
-    // line, the server_args line the run recorded, the run's launch command line.
-    let mut server: Option<ServerArgs> = None;
-    for layer in [
-        log.as_ref().and_then(|l| l.server_args.as_ref()),
-        run.as_ref().and_then(|r| r.lines.server_args.as_ref()),
-        run.as_ref().and_then(|r| r.cmdline.as_ref()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        match server.as_mut() {
-            Some(s) => s.fill_from(layer),
-            None => server = Some(layer.clone()),
-        }
-    }
-    let mut settings = Settings::resolve(args, server.as_ref(), run.as_ref(), log.as_ref());
-    crate::sizing::limits::check_settings(&settings)?;
-    let recorded_model = run.as_ref().and_then(|r| r.model_path.clone());
-    let model = model::find_model(args, recorded_model, settings.model_path.as_deref())?;
-    let facts = log.as_ref().or(run.as_ref().map(|r| &r.lines));
-    let measured = match (&run, &log, args.pre_gib.zip(args.available_gib)) {
-        (_, _, Some((pre, avail))) => Some(Measured::from_flags(pre, avail)),
-        (Some(r), _, None) => Some(Measured::from_run(r)),
-        (None, Some(l), None) => Some(Measured::from_log(l)?),
-        (None, None, None) => None,
-    };
-    if let Some(m) = &measured {
-        crate::sizing::limits::check_measured(m)?;
-    }
-    let Some(measured) = measured else {
-        let layout = layouts::first(args, facts)?;
-        npu_page_default(&mut settings, layout.value);
-        let gpu = settings.gpu_mem_mib.clone().ok_or(
-            "nothing measured: give --pre-gib and --available-gib, a RUN or --log to compute \
-             tokens, or --gpu-mem-mib to see the defaults SGLang would derive for that GPU",
-        )?;
-        let m = model.as_ref().map(|m| &m.geometry);
-        let defaults = explain::defaults_report(m, &settings, layout.value, gpu, None);
-        let cell_bytes = match &model {
-            Some(mdl) => Some(cell::cell_only(&mdl.geometry, &settings, layout.value)?),
-            None => None,
-        };
-        return Ok(SizeReport::DefaultsOnly(Box::new(DefaultsOnly {
-            layout,
-            defaults,
-            cell_bytes,
-            model,
-        })));
-    };
-    let model = model.ok_or(
-        "--model-config is needed: the KV bytes per token come from the model's config.json",
-    )?;
-    let mut observed = facts.map(LogFacts::observed).unwrap_or_default();
-    if let (Some(l), Some(r)) = (&log, &run) {
-        // The run's own lines first; the log fills what they lack.
-        observed = r.lines.observed();
-        let o = &l.observed;
-        observed.tokens = observed.tokens.or(o.tokens.clone());
-        observed.profiled = observed.profiled.or(o.profiled.clone());
-        observed.failure = observed.failure.or(o.failure.clone());
-        observed.post_capture_tokens = observed.post_capture_tokens.or(o.post_capture_tokens);
-        observed.stopped_after_weights = (observed.stopped_after_weights
-            || l.observed().stopped_after_weights)
-            && observed.tokens.is_none()
-            && observed.profiled.is_none()
-            && observed.failure.is_none()
-            && observed.post_capture_tokens.is_none();
-    }
-    crate::sizing::limits::check_observed(&observed)?;
-    // Each layout the input allows (one when --sglang-version names it), then the choice.
-    let mut reports = Vec::new();
-    let mut first_error = None;
-    for layout in layouts::to_try(args, facts)? {
-        let mut s = settings.clone();
-        npu_page_default(&mut s, layout.value);
-        let plan = explain::Plan {
-            layout,
-            model: model.clone(),
-            settings: s,
-            measured: measured.clone(),
-            observed: observed.clone(),
-            args,
-        };
-        match explain::compute(plan) {
-            Ok(r) => reports.push(r),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    if reports.is_empty() {
-        return Err(first_error.unwrap_or_else(|| "no SGLang layout to size with".into()));
-    }
-    Ok(SizeReport::Sglang(Box::new(layouts::choose(reports))))
-}
-
-/// SGLang 0.5.12+ on an NPU pages the KV cache by 128 tokens unless told otherwise.
-fn npu_page_default(settings: &mut Settings, layout: Layout) {
-    if settings.platform == Platform::Npu
-        && layout >= Layout::V0_5_12
-        && settings.page_size.origin == Origin::Default
-    {
-        settings.page_size = Sourced::new(
-            128,
-            Origin::Default,
-            "SGLang's NPU default (set_default_server_args)",
-        );
-    }
-}

@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use super::inputs::Origin;
-use super::{ModelSource, SizeRequest};
+use super::report::ModelSource;
+use super::request::SizeRequest;
 
 fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
     // A regular file of bounded size, every sizing field bounded (src/model_config.rs).

@@ -116,12 +116,25 @@ pub struct Runtime {
     pub headroom_bytes: i64,
 }
 
+/// One layout the line formats allow, and its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub layout: Layout,
+    /// `max_total_num_tokens`, or `None` when SGLang would fail to start.
+    pub tokens: Option<i64>,
+    /// SGLang's failure message.
+    pub error: Option<String>,
+    /// Whether it reproduces what the engine reported (`None`: nothing reported).
+    pub reproduced: Option<bool>,
+    pub chosen: bool,
+}
+
 /// The reproduction of SGLang's sizing.
 #[derive(Debug, Clone)]
 pub struct SglangReport {
     pub layout: Sourced<Layout>,
     /// Every layout the line formats allowed and its answer, when there was more than one.
-    pub layout_candidates: Vec<super::layouts::Candidate>,
+    pub layout_candidates: Vec<Candidate>,
     /// Those layouts size differently (the report says so, and which it kept).
     pub layout_ambiguous: bool,
     pub model: ModelSource,

@@ -10,9 +10,10 @@ use vramledger_engines::sizing::defaults::sglang_defaults;
 use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::pyfloat::GIB;
 
-use super::explain::{defaults_input, evaluate, smallest_server_fraction, Evaluation, Scenario};
+use super::evaluate::{defaults_input, evaluate, smallest_server_fraction, Evaluation, Scenario};
 use super::inputs::{AfterPool, Settings};
-use super::{Recommendation, SizeRequest, WhatIf};
+use super::report::{Recommendation, WhatIf};
+use super::request::SizeRequest;
 
 /// Re-derives a fraction SGLang derived, for a scenario with another GPU or TP size.
 fn rederive(model: &ModelGeometry, s: &Settings, sc: &mut Scenario) {

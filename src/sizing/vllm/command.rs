@@ -2,8 +2,10 @@
 
 use vramledger_engines::sizing::model::ModelGeometry;
 
-use super::{plan, run, VllmAsk, VllmReport};
-use crate::sizing::SizeRequest;
+use super::log::VllmAsk;
+use super::report::VllmReport;
+use super::{plan, run};
+use crate::sizing::request::SizeRequest;
 
 /// `vramledger size RUN` for a vLLM run (optionally with `--log`, the engine's output).
 pub fn size_run_command(args: &SizeRequest, path: &std::path::Path) -> Result<VllmReport, String> {

@@ -4,7 +4,7 @@
 use vramledger_engines::sizing::vllm_budget::{Bytes, Inputs};
 use vramledger_format::Owner;
 
-use super::plan::NeedStage;
+use super::report::NeedStage;
 use super::run::{Basis, Input, Worker};
 
 /// Bytes of "never": an unknown input's upper end (1 PiB).

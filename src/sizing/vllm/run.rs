@@ -16,11 +16,11 @@ use vramledger_engines::log::{self, event as ev, settings, stage as st, Boundary
 use vramledger_engines::sizing::vllm_budget::{Bytes, Printed};
 use vramledger_format::{Api, Kind, Owner};
 
-use super::EngineConfig;
 use crate::journal::{self, Journal};
 use crate::ledger::boundaries::{self, StageBoundary};
 use crate::ledger::points;
 use crate::ledger::process::{self, StageRow};
+use vramledger_engines::log::vllm_startups::EngineConfig;
 
 /// Where an input came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

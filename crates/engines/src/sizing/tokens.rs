@@ -11,6 +11,7 @@
 //! f 0.88: rest = 63.72 − 78.81 × 0.12 = 54.2628 GiB; 54.2628 × 2^30 // 131072 = 444520 tokens
 //! (the log says 444500: the inputs are rounded to 0.01 GiB, ±46 tokens here).
 
+use super::defaults::Speculative;
 use super::failure::{mamba_error, rest_error, smallest_working_fraction, swa_error, tokens_error};
 pub use super::failure::{FailedCheck, SizingError};
 use super::hybrid::{carve_mamba, MambaInput, SwaInput};
@@ -26,6 +27,30 @@ pub struct SpecHeadroom {
     pub num_steps: u64,
     pub eagle_topk: u64,
     pub num_draft_tokens: u64,
+}
+
+impl SpecHeadroom {
+    /// Whether `layout` prices this headroom for `spec` into the target's pool: L1 (0.4.x) for
+    /// any algorithm, L2 (0.5.5) for EAGLE and STANDALONE; later layouts size the draft apart.
+    pub fn priced(layout: Layout, spec: Speculative) -> bool {
+        match (layout, spec) {
+            (_, Speculative::None) => false,
+            (Layout::V0_4_6, _) => true,
+            (Layout::V0_5_5, Speculative::Eagle | Speculative::Standalone) => true,
+            _ => false,
+        }
+    }
+}
+
+/// 0.5.18+ `mm_runtime_reservation_gb`: a multimodal model reserves `SGLANG_VLM_CACHE_SIZE_MB`
+/// (100 MB by default; the feature-transport pool only with cuda_ipc/cuda_vmm transport, unset
+/// = cpu) out of the KV budget. GiB; 0 for text models and older layouts.
+pub fn mm_reservation_gib(layout: Layout, multimodal: bool) -> f64 {
+    if multimodal && layout >= Layout::V0_5_18 {
+        100.0 / 1024.0
+    } else {
+        0.0
+    }
 }
 
 /// Everything SGLang's sizing reads. [`SizingInput::new`] fills the neutral values.

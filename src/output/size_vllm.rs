@@ -7,10 +7,9 @@ use serde_json::{json, Value};
 use vramledger_engines::sizing::pyfloat::GIB;
 use vramledger_engines::sizing::vllm_budget::Bytes;
 
-use super::plan::{RankSizing, RunSizing, WhatIfRow};
-use super::run::Input;
-use super::VllmReport;
 use crate::sizing::inputs::Sourced;
+use crate::sizing::vllm::report::{RankSizing, RunSizing, VllmReport, WhatIfRow};
+use crate::sizing::vllm::run::Input;
 
 fn g(b: i64) -> String {
     format!("{:.3}", b as f64 / GIB)
