@@ -1,8 +1,8 @@
 //! Bounds on every number `vramledger size` computes with, checked where it enters: flags,
-//! a model's `config.json` ([`crate::sizing::model_config`]), an engine log (its numbers and its
-//! `server_args` line), a run's journals (free bytes, the recorded command line). A number out of its range is bad input
-//! (one message naming it and where it came from, exit 2), never an overflow, an allocation
-//! of its size, or a loop of its length.
+//! a model's `config.json` (`model_config`), an engine log (its numbers and its `server_args`
+//! line), a run's journals (free bytes, the recorded command line; a vLLM run's in
+//! `vllm::command`). A number out of its range is bad input (one message naming it and where
+//! it came from, exit 2), never an overflow, an allocation of its size, or a loop of its length.
 //!
 //! The ranges are far beyond any real GPU or model (see each constant) and small enough that
 //! the sizing arithmetic cannot overflow: GPU memory below 2^44 bytes (16 TiB), a token count
@@ -10,7 +10,6 @@
 
 use crate::sizing::inputs::{Measured, Observed, Settings, Sourced};
 use crate::sizing::request::SizeRequest;
-use crate::sizing::vllm::run::{RunLines, WorkerLines};
 use vramledger_engines::log::vllm_startups::{Attempt, EngineConfig};
 
 /// TP, PP, DP sizes (GPUs of one server).
@@ -43,11 +42,16 @@ pub const MAX_HIDDEN: u64 = 1 << 20;
 /// (2^28; × 4 bytes is 1 GiB per token, a thousand times the largest model's).
 pub const MAX_KV_ELEMENTS: u64 = 1 << 28;
 
-fn out_of_range(what: &str, v: impl std::fmt::Display, from: &str, range: &str) -> String {
+pub(crate) fn out_of_range(
+    what: &str,
+    v: impl std::fmt::Display,
+    from: &str,
+    range: &str,
+) -> String {
     format!("{what} {v} ({from}) is out of range: {range}")
 }
 
-fn int(what: &str, v: u64, lo: u64, hi: u64, from: &str) -> Result<(), String> {
+pub(crate) fn int(what: &str, v: u64, lo: u64, hi: u64, from: &str) -> Result<(), String> {
     if (lo..=hi).contains(&v) {
         Ok(())
     } else {
@@ -55,7 +59,7 @@ fn int(what: &str, v: u64, lo: u64, hi: u64, from: &str) -> Result<(), String> {
     }
 }
 
-fn signed(what: &str, v: i64, hi: u64, from: &str) -> Result<(), String> {
+pub(crate) fn signed(what: &str, v: i64, hi: u64, from: &str) -> Result<(), String> {
     if v.unsigned_abs() <= hi {
         Ok(())
     } else {
@@ -63,7 +67,7 @@ fn signed(what: &str, v: i64, hi: u64, from: &str) -> Result<(), String> {
     }
 }
 
-fn float(what: &str, v: f64, lo: f64, hi: f64, from: &str) -> Result<(), String> {
+pub(crate) fn float(what: &str, v: f64, lo: f64, hi: f64, from: &str) -> Result<(), String> {
     if v.is_finite() && (lo..=hi).contains(&v) {
         Ok(())
     } else {
@@ -76,7 +80,10 @@ fn float(what: &str, v: f64, lo: f64, hi: f64, from: &str) -> Result<(), String>
     }
 }
 
-fn opt<T: Copy>(v: Option<T>, f: impl Fn(T) -> Result<(), String>) -> Result<(), String> {
+pub(crate) fn opt<T: Copy>(
+    v: Option<T>,
+    f: impl Fn(T) -> Result<(), String>,
+) -> Result<(), String> {
     v.map_or(Ok(()), f)
 }
 
@@ -369,45 +376,6 @@ pub fn check_vllm(attempts: &[Attempt], cfg: &EngineConfig) -> Result<(), String
     opt(cfg.kv_cache_memory_bytes, |v| {
         int("kv_cache_memory_bytes", v, 0, MAX_BYTES, from)
     })?;
-    Ok(())
-}
-
-/// A vLLM run's recorded readings, lines and settings.
-pub fn check_vllm_run(run: &RunLines) -> Result<(), String> {
-    check_vllm(&[], &run.config)?;
-    let from = "the vLLM run";
-    let lines = |l: &WorkerLines| -> Result<(), String> {
-        for (what, v) in [
-            ("weights (GiB)", l.weights_gib),
-            ("available KV cache memory (GiB)", l.available_gib),
-            ("activation peak (GiB)", l.activation_gib),
-            ("CUDA graph estimate (GiB)", l.estimate_gib),
-            ("CUDA graph capture (GiB)", l.capture_took_gib),
-        ] {
-            opt(v, |v| float(what, v, -MAX_GIB, MAX_GIB, from))?;
-        }
-        opt(l.kv_tokens, |v| {
-            int("KV cache tokens", v, 0, MAX_TOKENS, from)
-        })?;
-        opt(l.max_len, |v| int("maximum length", v, 0, MAX_TOKENS, from))
-    };
-    lines(&run.global)?;
-    for w in &run.workers {
-        lines(&w.lines)?;
-        for i in [&w.total, &w.init_free, &w.non_torch, &w.cudagraph]
-            .into_iter()
-            .flatten()
-        {
-            signed("a memory reading (bytes)", i.bytes.lo, MAX_BYTES, &i.detail)?;
-            signed("a memory reading (bytes)", i.bytes.hi, MAX_BYTES, &i.detail)?;
-        }
-        opt(w.weights_reserved, |v| {
-            signed("weights reserved (bytes)", v, MAX_BYTES, from)
-        })?;
-        if let Some((v, _)) = &w.low_free {
-            int("lowest free memory (bytes)", *v, 0, MAX_BYTES, from)?;
-        }
-    }
     Ok(())
 }
 

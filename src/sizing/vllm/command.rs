@@ -4,7 +4,9 @@ use vramledger_engines::sizing::model::ModelGeometry;
 
 use super::log::VllmAsk;
 use super::report::VllmReport;
+use super::run::{RunLines, WorkerLines};
 use super::{plan, run};
+use crate::sizing::limits::{check_vllm, float, int, opt, signed, MAX_BYTES, MAX_GIB, MAX_TOKENS};
 use crate::sizing::request::SizeRequest;
 
 /// `vramledger size RUN` for a vLLM run (optionally with `--log`, the engine's output).
@@ -25,7 +27,7 @@ pub fn size_run_command(args: &SizeRequest, path: &std::path::Path) -> Result<Vl
         None => None,
     };
     let lines = run::read(path, log_text.as_deref())?;
-    crate::sizing::limits::check_vllm_run(&lines)?;
+    check_run(&lines)?;
     let model = run_model(args, path, lines.config.model.as_deref())?;
     let ask = plan::RunAsk {
         ask: VllmAsk {
@@ -75,4 +77,43 @@ fn run_model(
         );
     };
     crate::sizing::model_config::read(path)
+}
+
+/// A vLLM run's recorded readings, lines and settings.
+fn check_run(run: &RunLines) -> Result<(), String> {
+    check_vllm(&[], &run.config)?;
+    let from = "the vLLM run";
+    let lines = |l: &WorkerLines| -> Result<(), String> {
+        for (what, v) in [
+            ("weights (GiB)", l.weights_gib),
+            ("available KV cache memory (GiB)", l.available_gib),
+            ("activation peak (GiB)", l.activation_gib),
+            ("CUDA graph estimate (GiB)", l.estimate_gib),
+            ("CUDA graph capture (GiB)", l.capture_took_gib),
+        ] {
+            opt(v, |v| float(what, v, -MAX_GIB, MAX_GIB, from))?;
+        }
+        opt(l.kv_tokens, |v| {
+            int("KV cache tokens", v, 0, MAX_TOKENS, from)
+        })?;
+        opt(l.max_len, |v| int("maximum length", v, 0, MAX_TOKENS, from))
+    };
+    lines(&run.global)?;
+    for w in &run.workers {
+        lines(&w.lines)?;
+        for i in [&w.total, &w.init_free, &w.non_torch, &w.cudagraph]
+            .into_iter()
+            .flatten()
+        {
+            signed("a memory reading (bytes)", i.bytes.lo, MAX_BYTES, &i.detail)?;
+            signed("a memory reading (bytes)", i.bytes.hi, MAX_BYTES, &i.detail)?;
+        }
+        opt(w.weights_reserved, |v| {
+            signed("weights reserved (bytes)", v, MAX_BYTES, from)
+        })?;
+        if let Some((v, _)) = &w.low_free {
+            int("lowest free memory (bytes)", *v, 0, MAX_BYTES, from)?;
+        }
+    }
+    Ok(())
 }
