@@ -1,5 +1,39 @@
-//! Numbers for the HTML report's axes, legends and tables: bytes (`8 GiB`, `512 MiB`), times
-//! (`0.4 s`, `4 ms`), durations, and round axis steps.
+//! What the HTML page and its timeline share: escaping, the owners' colours, and the numbers of
+//! axes, legends and tables: bytes (`8 GiB`, `512 MiB`), times (`0.4 s`, `4 ms`), durations,
+//! and round axis steps.
+
+use vramledger_format::Owner;
+
+/// The colour of an owner (the same in the timeline, the legend and the table header).
+pub fn colour(o: Owner) -> &'static str {
+    match o {
+        Owner::Context => "#9c755f",
+        Owner::Torch => "#4e79a7",
+        Owner::TorchGraphPool => "#f28e2b",
+        Owner::Nccl => "#59a14f",
+        Owner::Direct => "#e15759",
+        Owner::Vmm => "#b07aa1",
+        Owner::Unattributed => "#bab0ac",
+        Owner::None => "#cccccc",
+    }
+}
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 pub const GIB: f64 = (1u64 << 30) as f64;
 pub const MIB: f64 = (1u64 << 20) as f64;
