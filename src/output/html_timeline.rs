@@ -12,6 +12,7 @@ use std::fmt::Write;
 
 use vramledger_format::Owner;
 
+use super::html_labels::{place_labels, Wanted};
 use super::html_parts::{axis_bytes, colour, duration, esc, nice_step, time_label, GIB, MIB};
 use crate::timeline::{DeviceTimeline, STACK};
 
@@ -21,7 +22,6 @@ const LEFT: f64 = 72.0;
 const RIGHT: f64 = 16.0;
 const PLOT_H: f64 = 250.0;
 const LANE_H: f64 = 15.0;
-const MAX_LANES: usize = 5;
 /// Font sizes; a label's width is estimated from its length (wider than DejaVu Sans or
 /// system-ui draw these names, so that a placed label never runs into the next).
 const LABEL_FONT: f64 = 11.0;
@@ -63,54 +63,6 @@ fn step_area(xs: &[f64], upper: &[f64], lower: &[f64]) -> String {
     }
     let _ = write!(d, "H{:.1}Z", xs[0]);
     d
-}
-
-/// A label wanted at `x` (its band's start), `w` wide, that may move right up to `until`
-/// (where it would leave its band), with a priority (its band's width: long stages first).
-#[derive(Debug, Clone, Copy)]
-struct Wanted {
-    x: f64,
-    w: f64,
-    until: f64,
-    priority: f64,
-}
-
-/// Places labels between `min_x` and `max_x`, the widest bands first: each at its `x`, moved
-/// left when it would end past `max_x`, else moved right within its band past the labels in
-/// its way, in the first lane where it overlaps no label placed before it. Returns
-/// `(left, lane)` per label, `None` when it fits nowhere.
-fn place_labels(wanted: &[Wanted], min_x: f64, max_x: f64) -> Vec<Option<(f64, usize)>> {
-    let mut order: Vec<usize> = (0..wanted.len()).collect();
-    // Widest first; bands within half a unit of each other are equal, and go left to right.
-    let rank = |i: usize| (wanted[i].priority * 2.0).round();
-    order.sort_by(|&a, &b| rank(b).total_cmp(&rank(a)).then(a.cmp(&b)));
-    let mut lanes: Vec<Vec<(f64, f64)>> = vec![Vec::new(); MAX_LANES];
-    let mut out = vec![None; wanted.len()];
-    for i in order {
-        let Wanted { x, w, until, .. } = wanted[i];
-        let left0 = x.min(max_x - w).max(min_x);
-        let last = until.min(max_x - w).max(left0);
-        'lanes: for (lane, placed) in lanes.iter_mut().enumerate() {
-            // Its own place, then just after each label in its way, as far as its band goes.
-            let mut candidates = vec![left0];
-            candidates.extend(
-                placed
-                    .iter()
-                    .map(|&(_, b)| b + 2.0)
-                    .filter(|&c| c > left0 && c <= last),
-            );
-            candidates.sort_by(f64::total_cmp);
-            for left in candidates {
-                let right = left + w;
-                if placed.iter().all(|&(a, b)| right <= a || left >= b) {
-                    placed.push((left, right));
-                    out[i] = Some((left, lane));
-                    break 'lanes;
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Legend items in rows that fit the chart: `(x, row)` per item of `widths`.
@@ -439,74 +391,6 @@ fn legend(svg: &mut String, c: &Chart) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(x: f64, w: f64) -> Wanted {
-        Wanted {
-            x,
-            w,
-            until: x,
-            priority: 1.0,
-        }
-    }
-
-    #[test]
-    fn labels_stay_inside_and_apart() {
-        // Two that overlap share no lane; one past the right edge is moved left to end there.
-        let p = place_labels(
-            &[
-                at(0.0, 50.0),
-                at(5.0, 50.0),
-                at(100.0, 20.0),
-                at(190.0, 30.0),
-            ],
-            0.0,
-            200.0,
-        );
-        assert_eq!(
-            p,
-            [
-                Some((0.0, 0)),
-                Some((5.0, 1)),
-                Some((100.0, 0)),
-                Some((170.0, 0))
-            ]
-        );
-        // Moved left onto an earlier one, it takes a free lane.
-        let p = place_labels(&[at(150.0, 40.0), at(195.0, 40.0)], 0.0, 200.0);
-        assert_eq!(p, [Some((150.0, 0)), Some((160.0, 1))]);
-        // More at one place than there are lanes: the rest are not placed...
-        let many = vec![at(10.0, 30.0); MAX_LANES + 2];
-        let p = place_labels(&many, 0.0, 400.0);
-        assert_eq!(p.iter().flatten().count(), MAX_LANES);
-        // ... unless their band lets them move right; the widest band is served first.
-        let mut crowd = vec![at(10.0, 30.0); MAX_LANES];
-        crowd.push(Wanted {
-            x: 10.0,
-            w: 30.0,
-            until: 300.0,
-            priority: 290.0,
-        });
-        let p = place_labels(&crowd, 0.0, 400.0);
-        assert_eq!(p[MAX_LANES], Some((10.0, 0)));
-        // The short ones cannot move (their bands end where they start): one lane fewer.
-        assert_eq!(p[0], Some((10.0, 1)));
-        assert_eq!(p[MAX_LANES - 1], None);
-        // A label whose band goes on moves past the ones in its way, in the first lane.
-        let p = place_labels(
-            &[
-                at(10.0, 30.0),
-                Wanted {
-                    x: 20.0,
-                    w: 30.0,
-                    until: 300.0,
-                    priority: 0.5,
-                },
-            ],
-            0.0,
-            400.0,
-        );
-        assert_eq!(p, [Some((10.0, 0)), Some((42.0, 0))]);
-    }
 
     #[test]
     fn the_legend_wraps_inside_the_chart() {

@@ -5,6 +5,7 @@ pub mod diff_json;
 pub mod diff_text;
 pub mod dump;
 pub mod html;
+mod html_labels;
 pub mod html_parts;
 pub mod html_timeline;
 pub mod memory_viz;
