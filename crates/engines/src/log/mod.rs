@@ -36,6 +36,7 @@ mod prefix;
 pub mod rules;
 pub mod server_args;
 pub mod settings;
+mod settings_secrets;
 mod sglang;
 mod sglang_capture;
 pub mod sglang_layout;
