@@ -9,7 +9,7 @@ use vramledger_engines::sizing::vllm_budget::Bytes;
 
 use crate::sizing::inputs::Sourced;
 use crate::sizing::vllm::report::{RankSizing, RunSizing, VllmReport, WhatIfRow};
-use crate::sizing::vllm::run::Input;
+use crate::sizing::vllm::worker::Input;
 
 fn g(b: i64) -> String {
     format!("{:.3}", b as f64 / GIB)

@@ -9,6 +9,7 @@ pub mod log;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod worker;
 
 pub use command::size_run_command;
 pub use log::{size, VllmAsk};

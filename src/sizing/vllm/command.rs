@@ -4,10 +4,11 @@ use vramledger_engines::sizing::model::ModelGeometry;
 
 use super::log::VllmAsk;
 use super::report::VllmReport;
-use super::run::{RunLines, WorkerLines};
+use super::run::RunLines;
 use super::{plan, run};
 use crate::sizing::limits::{check_vllm, float, int, opt, signed, MAX_BYTES, MAX_GIB, MAX_TOKENS};
 use crate::sizing::request::SizeRequest;
+use vramledger_engines::log::vllm_startups::WorkerLines;
 
 /// `vramledger size RUN` for a vLLM run (optionally with `--log`, the engine's output).
 pub fn size_run_command(args: &SizeRequest, path: &std::path::Path) -> Result<VllmReport, String> {

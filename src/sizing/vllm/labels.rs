@@ -5,7 +5,7 @@ use vramledger_engines::sizing::vllm_budget::{Bytes, Inputs};
 use vramledger_format::Owner;
 
 use super::report::NeedStage;
-use super::run::{Basis, Input, Worker};
+use super::worker::{Basis, Input, Worker};
 
 /// Bytes of "never": an unknown input's upper end (1 PiB).
 const UNKNOWN_HI: i64 = 1 << 50;

@@ -15,7 +15,8 @@ use super::labels::{
 };
 use super::log::VllmAsk;
 use super::report::{RankSizing, Recommendation, RunSizing, VllmReport, WhatIfRow};
-use super::run::{Basis, Input, RunLines, Worker};
+use super::run::RunLines;
+use super::worker::{Basis, Input, Worker};
 use crate::sizing::inputs::{Origin, Sourced};
 
 /// What the command asks besides the run.

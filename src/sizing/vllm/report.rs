@@ -5,7 +5,7 @@
 use vramledger_engines::sizing::vllm::VllmResult;
 use vramledger_engines::sizing::vllm_budget::Budget;
 
-use super::run::Input;
+use super::worker::Input;
 use crate::sizing::inputs::Sourced;
 
 /// The reproduction of one vLLM startup.

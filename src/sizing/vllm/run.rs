@@ -12,156 +12,12 @@
 
 use std::path::Path;
 
-use vramledger_engines::log::{self, event as ev, settings, stage as st, Boundary, Engine};
-use vramledger_engines::sizing::vllm_budget::{Bytes, Printed};
-use vramledger_format::{Api, Kind, Owner};
+use vramledger_engines::log::vllm_startups::{EngineConfig, WorkerLines};
+use vramledger_engines::log::{self, settings, Engine};
+use vramledger_format::{Api, Kind};
 
-use crate::journal::{self, Journal};
-use crate::ledger::boundaries::{self, StageBoundary};
-use crate::ledger::points;
-use crate::ledger::process::{self, StageRow};
-use vramledger_engines::log::vllm_startups::EngineConfig;
-
-/// Where an input came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Basis {
-    /// The journal, to the byte.
-    Measured,
-    /// A line vLLM printed (two decimals of GiB, or an exact integer).
-    Logged,
-    /// What the other inputs and the printed budget leave.
-    Derived,
-    /// vLLM's default (no line said otherwise).
-    Default,
-    /// A flag of this command.
-    Given,
-}
-
-impl Basis {
-    pub fn name(self) -> &'static str {
-        match self {
-            Basis::Measured => "measured",
-            Basis::Logged => "logged",
-            Basis::Derived => "derived",
-            Basis::Default => "default",
-            Basis::Given => "given",
-        }
-    }
-}
-
-/// One input: its bytes, where they came from, in words.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Input {
-    pub bytes: Bytes,
-    pub basis: Basis,
-    pub detail: String,
-}
-
-impl Input {
-    pub fn new(bytes: Bytes, basis: Basis, detail: impl Into<String>) -> Input {
-        Input {
-            bytes,
-            basis,
-            detail: detail.into(),
-        }
-    }
-}
-
-/// What the recognised vLLM lines of one worker say.
-#[derive(Debug, Clone, Default)]
-pub struct WorkerLines {
-    pub weights_gib: Option<f64>,
-    pub available_gib: Option<f64>,
-    pub activation_gib: Option<f64>,
-    /// The after-capture summary ("Free memory on device … --kv-cache-memory=…").
-    pub summary: Option<log::LineNumbers>,
-    pub estimate_gib: Option<f64>,
-    pub profiled_graphs: bool,
-    pub capture_took_gib: Option<f64>,
-    /// "GPU KV cache size: N tokens" and its "Maximum concurrency for L tokens" (EngineCore).
-    pub kv_tokens: Option<u64>,
-    pub max_len: Option<u64>,
-    pub lines: usize,
-}
-
-impl WorkerLines {
-    fn observe(&mut self, b: &Boundary<'_>) {
-        let n = &b.numbers;
-        self.lines += 1;
-        match b.event {
-            ev::LOAD_MODEL_END => self.weights_gib = n.mem_usage_gib.or(self.weights_gib),
-            ev::AVAILABLE_KV_CACHE_MEMORY => self.available_gib = n.kv_cache_gib,
-            ev::MEMORY_PROFILING_END => {
-                self.activation_gib = n.activation_peak_gib.or(self.activation_gib)
-            }
-            ev::KV_CACHE_MEMORY_SUGGESTION => {
-                self.summary = Some(*n);
-                self.activation_gib = n.activation_peak_gib.or(self.activation_gib);
-            }
-            ev::CUDA_GRAPH_ESTIMATE => self.estimate_gib = n.reserve_gib,
-            ev::CUDA_GRAPH_PROFILING => self.profiled_graphs = true,
-            ev::CAPTURE_END => self.capture_took_gib = n.mem_usage_gib,
-            ev::KV_CACHE_SIZE => {
-                self.kv_tokens = n.tokens.or(self.kv_tokens);
-                self.max_len = n.context_len.or(self.max_len);
-            }
-            ev::MAX_CONCURRENCY => self.max_len = n.context_len.or(self.max_len),
-            _ => {}
-        }
-    }
-
-    fn fill_from(&mut self, o: &WorkerLines) {
-        self.weights_gib = self.weights_gib.or(o.weights_gib);
-        self.available_gib = self.available_gib.or(o.available_gib);
-        self.activation_gib = self.activation_gib.or(o.activation_gib);
-        self.summary = self.summary.or(o.summary);
-        self.estimate_gib = self.estimate_gib.or(o.estimate_gib);
-        self.profiled_graphs |= o.profiled_graphs;
-        self.capture_took_gib = self.capture_took_gib.or(o.capture_took_gib);
-        self.kv_tokens = self.kv_tokens.or(o.kv_tokens);
-        self.max_len = self.max_len.or(o.max_len);
-    }
-
-    /// The printed values that constrain the budget.
-    pub fn printed(&self) -> Printed {
-        Printed {
-            available_gib: self.available_gib,
-            suggestion_bytes: self.summary.and_then(|s| s.kv_cache_memory_bytes),
-            suggestion_full_bytes: self.summary.and_then(|s| s.kv_cache_memory_full_bytes),
-        }
-    }
-}
-
-/// A program `cuMemGetInfo` reading: event index, free, total.
-#[derive(Debug, Clone, Copy)]
-struct Reading {
-    index: usize,
-    free: u64,
-    total: u64,
-}
-
-/// One worker (a process and its device) of the run.
-#[derive(Debug, Clone)]
-pub struct Worker {
-    pub pid: u32,
-    pub rank: Option<u32>,
-    pub device: i32,
-    pub label: String,
-    pub total: Option<Input>,
-    pub init_free: Option<Input>,
-    pub non_torch: Option<Input>,
-    pub cudagraph: Option<Input>,
-    /// torch's reserved growth over the weight load (an upper bound on the allocated weights).
-    pub weights_reserved: Option<i64>,
-    /// Graphs were captured inside `memory_profiling` (the V1 runner's estimate).
-    pub captured_while_profiling: bool,
-    pub lines: WorkerLines,
-    pub stages: Vec<StageRow>,
-    /// The lowest free memory from the KV-cache stage on: (bytes, stage name).
-    pub low_free: Option<(u64, String)>,
-    /// `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` from the recorded environment.
-    pub estimate_env: Option<String>,
-}
+use super::worker::{self, Worker};
+use crate::journal;
 
 /// What the run says.
 #[derive(Debug, Clone, Default)]
@@ -175,14 +31,14 @@ pub struct RunLines {
     pub warnings: Vec<String>,
 }
 
-/// Does this run folder or journal hold a vLLM run (its recorded lines are vLLM's)?
+/// Does this run folder or journal hold a vLLM run (its recorded lines are vLLM's)? Read under
+/// the journal policy ([`journal::load`]); what cannot be read says nothing either way.
 pub fn is_vllm_run(path: &Path) -> bool {
-    let Ok(files) = journal::find(path) else {
+    let Ok(loaded) = journal::load(path) else {
         return false;
     };
     let (mut vllm, mut sglang) = (0usize, 0usize);
-    for f in files {
-        let Ok(j) = journal::read(&f) else { continue };
+    for j in &loaded.journals {
         for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
             let line = e.text.split_once('\n').map(|(_, l)| l);
             match line.and_then(log::classify).map(|b| b.engine) {
@@ -193,171 +49,6 @@ pub fn is_vllm_run(path: &Path) -> bool {
         }
     }
     vllm > sglang
-}
-
-fn program_readings(j: &Journal, device: i32) -> Vec<Reading> {
-    j.events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| {
-            e.kind() == Some(Kind::MemInfo)
-                && e.api() == Some(Api::cuMemGetInfo_v2)
-                && e.device == device
-                && e.arg1 > 0
-        })
-        .map(|(i, e)| Reading {
-            index: i,
-            free: e.arg0,
-            total: e.arg1,
-        })
-        .collect()
-}
-
-fn first<'a>(b: &'a [StageBoundary], name: &str) -> Option<&'a StageBoundary> {
-    b.iter().find(|b| b.name == name)
-}
-
-fn reserved(o: &crate::ledger::OwnerBytes) -> i64 {
-    o.get(Owner::Torch) + o.get(Owner::TorchGraphPool)
-}
-
-/// Reads one worker from its journal (`None` for a process without device memory).
-fn worker(j: &Journal) -> Option<Worker> {
-    let books = process::replay(j);
-    let dev = books
-        .devices
-        .iter()
-        .max_by_key(|d| d.live_at_end.hooked().max(d.peak_total.bytes))?;
-    let device = dev.device;
-    let bounds = boundaries::derive(j);
-    let readings = program_readings(j, device);
-    let before = |at: usize| readings.iter().rev().find(|r| r.index < at).copied();
-    let after = |at: usize| readings.iter().find(|r| r.index > at).copied();
-    // A worker loads weights; a process with only a context (the EngineCore of TP > 1) is not.
-    let load = first(&bounds, st::WEIGHT_LOAD).or_else(|| first(&bounds, st::MEMORY_PROFILING))?;
-    let profiling = first(&bounds, st::MEMORY_PROFILING);
-    let kv = first(&bounds, st::KV_CACHE);
-    let init = before(load.index);
-    let after_profile = kv.and_then(|k| before(k.index)).filter(|r| {
-        profiling.is_some_and(|p| r.index > p.index) && init.is_some_and(|i| r.index > i.index)
-    });
-    let mut lines = WorkerLines::default();
-    for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
-        if let Some(b) = e.text.split_once('\n').and_then(|(_, l)| log::classify(l)) {
-            if b.engine == Engine::Vllm {
-                lines.observe(&b);
-            }
-        }
-    }
-    // capture_model: the last reading before the first capture of the capture stage, the
-    // first after its last capture end.
-    let capture = bounds
-        .iter()
-        .position(|b| b.name.starts_with(st::GRAPH_CAPTURE))
-        .and_then(|k| {
-            let start = bounds[k].index;
-            let stop = bounds.get(k + 1).map_or(j.events.len(), |b| b.index);
-            let kinds =
-                |want: Kind| (start..stop).filter(move |&i| j.events[i].kind() == Some(want));
-            let first_begin = kinds(Kind::CaptureBegin).next()?;
-            let last_end = kinds(Kind::CaptureEnd).next_back()?;
-            Some((before(first_begin)?, after(last_end)?))
-        });
-    let captured_while_profiling = match (profiling, kv) {
-        (Some(p), Some(k)) => {
-            (p.index..k.index).any(|i| j.events[i].kind() == Some(Kind::CaptureBegin))
-        }
-        _ => false,
-    };
-    let mut at: Vec<usize> = Vec::new();
-    for r in [init, after_profile].into_iter().flatten() {
-        at.push(r.index);
-    }
-    let weight_span = (load.name == st::WEIGHT_LOAD).then_some(load.index);
-    if let (Some(w), Some(p)) = (weight_span, profiling) {
-        at.push(w);
-        at.push(p.index);
-    }
-    let held = points::owners_before(j, device, &at);
-    let held_at = |i: usize| at.iter().position(|&a| a == i).map(|k| held[k]);
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    let total = init.map(|r| {
-        Input::new(
-            Bytes::exact(r.total as i64),
-            Basis::Measured,
-            format!(
-                "the init snapshot's cuMemGetInfo total ({:.3} GiB)",
-                gib(r.total)
-            ),
-        )
-    });
-    let init_free = init.map(|r| {
-        Input::new(
-            Bytes::exact(r.free as i64),
-            Basis::Measured,
-            format!(
-                "the init snapshot: the process's last cuMemGetInfo before the weights ({:.3} GiB)",
-                gib(r.free)
-            ),
-        )
-    });
-    let non_torch = match (init, after_profile) {
-        (Some(a), Some(b)) => {
-            let (ra, rb) = (held_at(a.index)?, held_at(b.index)?);
-            let v = (a.free as i64 - b.free as i64) - (reserved(&rb) - reserved(&ra));
-            Some(Input::new(
-                Bytes::exact(v),
-                Basis::Measured,
-                "free memory lost from the init snapshot to the after-profile reading, minus \
-                 torch's reserved growth",
-            ))
-        }
-        _ => None,
-    };
-    let cudagraph = capture.map(|(a, b)| {
-        Input::new(
-            Bytes::exact(a.free as i64 - b.free as i64),
-            Basis::Measured,
-            "capture_model's readings before the first capture and after the last",
-        )
-    });
-    let weights_reserved = match (weight_span, profiling) {
-        (Some(w), Some(p)) => Some(reserved(&held_at(p.index)?) - reserved(&held_at(w)?)),
-        _ => None,
-    };
-    let low_free = kv.and_then(|k| {
-        let (free, i) = points::lowest_free_from(j, device, k.index)?;
-        let stage = bounds
-            .iter()
-            .rev()
-            .find(|b| b.index <= i)
-            .map_or("?", |b| b.name.as_str());
-        Some((free, stage.to_string()))
-    });
-    let rank = books.rank;
-    let label = match rank {
-        Some(r) => format!("rank {r} (pid {}, device {device})", books.pid),
-        None => format!("pid {}, device {device}", books.pid),
-    };
-    Some(Worker {
-        pid: books.pid,
-        rank,
-        device,
-        label,
-        total,
-        init_free,
-        non_torch,
-        cudagraph,
-        weights_reserved,
-        captured_while_profiling,
-        lines,
-        stages: dev.stages.clone(),
-        low_free,
-        estimate_env: j
-            .header
-            .get("env.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-            .map(str::to_string),
-    })
 }
 
 /// Reads every journal of the run, and the log's lines (matched to workers by the pid of their
@@ -407,7 +98,7 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
         for a in recorded {
             out.observe_settings(&a);
         }
-        match worker(&j) {
+        match worker::worker(&j) {
             Some(w) => out.workers.push(w),
             // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
             None => {

@@ -1,9 +1,11 @@
 //! What a vLLM log says about each startup: the numbers its memory-profiling lines print
 //! ([`Attempt`], one per startup; a model reloaded after a failure opens a new one at its
 //! "Model loading took" line) and the engine-config and non-default-args lines
-//! ([`EngineConfig`]). Every GiB figure vLLM prints has two decimals.
+//! ([`EngineConfig`]); and, for a run, what each worker's lines say about its budget
+//! ([`WorkerLines`]). Every GiB figure vLLM prints has two decimals.
 
-use super::{event as ev, Boundary};
+use super::{event as ev, Boundary, LineNumbers};
+use crate::sizing::vllm_budget::Printed;
 
 /// One startup's numbers, as printed.
 #[derive(Debug, Clone, Default)]
@@ -130,5 +132,72 @@ pub fn observe(attempts: &mut Vec<Attempt>, b: &Boundary<'_>) {
         ev::MAX_CONCURRENCY => a.max_len = n.context_len.or(a.max_len),
         ev::NO_KV_MEMORY | ev::KV_CACHE_TOO_SMALL => a.failure = Some(b.event.to_string()),
         _ => {}
+    }
+}
+
+/// What the recognised vLLM lines of one worker say.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerLines {
+    pub weights_gib: Option<f64>,
+    pub available_gib: Option<f64>,
+    pub activation_gib: Option<f64>,
+    /// The after-capture summary ("Free memory on device … --kv-cache-memory=…").
+    pub summary: Option<LineNumbers>,
+    pub estimate_gib: Option<f64>,
+    pub profiled_graphs: bool,
+    pub capture_took_gib: Option<f64>,
+    /// "GPU KV cache size: N tokens" and its "Maximum concurrency for L tokens" (EngineCore).
+    pub kv_tokens: Option<u64>,
+    pub max_len: Option<u64>,
+    pub lines: usize,
+}
+
+impl WorkerLines {
+    /// Adds one vLLM line of this worker.
+    pub fn observe(&mut self, b: &Boundary<'_>) {
+        let n = &b.numbers;
+        self.lines += 1;
+        match b.event {
+            ev::LOAD_MODEL_END => self.weights_gib = n.mem_usage_gib.or(self.weights_gib),
+            ev::AVAILABLE_KV_CACHE_MEMORY => self.available_gib = n.kv_cache_gib,
+            ev::MEMORY_PROFILING_END => {
+                self.activation_gib = n.activation_peak_gib.or(self.activation_gib)
+            }
+            ev::KV_CACHE_MEMORY_SUGGESTION => {
+                self.summary = Some(*n);
+                self.activation_gib = n.activation_peak_gib.or(self.activation_gib);
+            }
+            ev::CUDA_GRAPH_ESTIMATE => self.estimate_gib = n.reserve_gib,
+            ev::CUDA_GRAPH_PROFILING => self.profiled_graphs = true,
+            ev::CAPTURE_END => self.capture_took_gib = n.mem_usage_gib,
+            ev::KV_CACHE_SIZE => {
+                self.kv_tokens = n.tokens.or(self.kv_tokens);
+                self.max_len = n.context_len.or(self.max_len);
+            }
+            ev::MAX_CONCURRENCY => self.max_len = n.context_len.or(self.max_len),
+            _ => {}
+        }
+    }
+
+    /// Fills what this worker's lines lack from `o` (the run's lines without a worker).
+    pub fn fill_from(&mut self, o: &WorkerLines) {
+        self.weights_gib = self.weights_gib.or(o.weights_gib);
+        self.available_gib = self.available_gib.or(o.available_gib);
+        self.activation_gib = self.activation_gib.or(o.activation_gib);
+        self.summary = self.summary.or(o.summary);
+        self.estimate_gib = self.estimate_gib.or(o.estimate_gib);
+        self.profiled_graphs |= o.profiled_graphs;
+        self.capture_took_gib = self.capture_took_gib.or(o.capture_took_gib);
+        self.kv_tokens = self.kv_tokens.or(o.kv_tokens);
+        self.max_len = self.max_len.or(o.max_len);
+    }
+
+    /// The printed values that constrain the budget.
+    pub fn printed(&self) -> Printed {
+        Printed {
+            available_gib: self.available_gib,
+            suggestion_bytes: self.summary.and_then(|s| s.kv_cache_memory_bytes),
+            suggestion_full_bytes: self.summary.and_then(|s| s.kv_cache_memory_full_bytes),
+        }
     }
 }
