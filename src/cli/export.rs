@@ -38,18 +38,18 @@ pub struct ExportArgs {
 /// and flagged. A journal already `seen` (a folder and a journal inside it) is left out.
 fn read_all(path: &Path, seen: &mut BTreeSet<PathBuf>) -> Result<Vec<Journal>, String> {
     let loaded = journal::load(path)?;
-    if let Some(e) = loaded.unreadable.first() {
-        return Err(e.clone());
-    }
-    let mut out = Vec::new();
-    for j in loaded.journals {
+    let mut keep = BTreeSet::new();
+    for file in say::in_file_order(path, &loaded) {
+        let j = file.map_err(String::clone)?;
         let canonical = std::fs::canonicalize(&j.path).unwrap_or_else(|_| j.path.clone());
         if seen.insert(canonical) {
             say::warnings(&j.warnings);
-            out.push(j);
+            keep.insert(j.path.clone());
         }
     }
-    Ok(out)
+    let mut journals = loaded.journals;
+    journals.retain(|j| keep.contains(&j.path));
+    Ok(journals)
 }
 
 /// `vramledger size` on one run folder; `None` when it cannot size it (said on stderr).

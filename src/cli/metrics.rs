@@ -41,9 +41,11 @@ pub fn main(args: MetricsArgs) -> i32 {
         }
         Err(e) => return say::fail(e),
     };
-    say::warnings(loaded.journals.iter().flat_map(|j| &j.warnings));
-    for e in &loaded.unreadable {
-        eprintln!("vramledger: {e}");
+    for file in say::in_file_order(&args.path, &loaded) {
+        match file {
+            Ok(j) => say::warnings(&j.warnings),
+            Err(e) => eprintln!("vramledger: {e}"),
+        }
     }
     let (views, notes) = crate::metrics::views_of(&loaded.journals, args.model_name.as_deref());
     for n in notes {

@@ -1,9 +1,12 @@
 //! What every verb says and how: errors and warnings on stderr, one line each, prefixed
 //! `vramledger:`; the answer on stdout, where a closed pipe is not an error.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::path::Path;
 
 use crate::exit;
+use crate::journal::{self, Journal, Loaded};
 
 /// Says `msg` on stderr; returns [`exit::BAD_INPUT`].
 pub fn fail(msg: impl std::fmt::Display) -> i32 {
@@ -47,4 +50,24 @@ pub fn partial(covered: &str) -> i32 {
     fail(format!(
         "some input was unreadable or corrupt (see above); {covered}"
     ))
+}
+
+/// What [`journal::load`] read from `path`, file by file in the order the files were found:
+/// each journal, or the message saying why that file could not be read (so that what is said
+/// on stderr follows the files).
+pub fn in_file_order<'l>(path: &Path, loaded: &'l Loaded) -> Vec<Result<&'l Journal, &'l String>> {
+    let by_path: HashMap<&Path, &Journal> = loaded
+        .journals
+        .iter()
+        .map(|j| (j.path.as_path(), j))
+        .collect();
+    let mut unreadable = loaded.unreadable.iter();
+    let files = journal::find(path).unwrap_or_default();
+    files
+        .iter()
+        .filter_map(|f| match by_path.get(f.as_path()) {
+            Some(j) => Some(Ok(*j)),
+            None => unreadable.next().map(Err),
+        })
+        .collect()
 }
