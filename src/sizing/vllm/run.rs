@@ -81,17 +81,12 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
     for j in loaded.journals {
         let mut parts = settings::Assembler::default();
         let mut recorded = Vec::new();
+        for l in j.engine_lines() {
+            out.observe_config(l);
+        }
         for e in &j.events {
-            match e.kind() {
-                Some(Kind::Stage) => {
-                    if let Some((_, l)) = e.text.split_once('\n') {
-                        out.observe_config(l);
-                    }
-                }
-                Some(Kind::Warning) if e.api() == Some(Api::VramledgerSettings) => {
-                    recorded.extend(parts.push(&e.text))
-                }
-                _ => {}
+            if e.kind() == Some(Kind::Warning) && e.api() == Some(Api::VramledgerSettings) {
+                recorded.extend(parts.push(&e.text))
             }
         }
         recorded.extend(parts.finish());
@@ -102,12 +97,9 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
             Some(w) => out.workers.push(w),
             // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
             None => {
-                for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
-                    let line = e.text.split_once('\n').map(|(_, l)| l);
-                    if let Some(b) = line.and_then(log::classify) {
-                        if b.engine == Engine::Vllm {
-                            out.global.observe(&b);
-                        }
+                for b in j.engine_lines().filter_map(log::classify) {
+                    if b.engine == Engine::Vllm {
+                        out.global.observe(&b);
                     }
                 }
             }

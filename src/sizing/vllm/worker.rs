@@ -242,14 +242,13 @@ impl MeasuredInputs {
     }
 }
 
-/// The vLLM lines the journal recorded.
+/// The vLLM lines the journal recorded: stage lines and the sizing lines the tap keeps beside
+/// them (engine lines).
 fn recorded_lines(j: &Journal) -> WorkerLines {
     let mut lines = WorkerLines::default();
-    for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
-        if let Some(b) = e.text.split_once('\n').and_then(|(_, l)| log::classify(l)) {
-            if b.engine == Engine::Vllm {
-                lines.observe(&b);
-            }
+    for b in j.engine_lines().filter_map(log::classify) {
+        if b.engine == Engine::Vllm {
+            lines.observe(&b);
         }
     }
     lines

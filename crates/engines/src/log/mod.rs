@@ -36,7 +36,6 @@ mod prefix;
 pub mod rules;
 pub mod server_args;
 pub mod settings;
-mod settings_secrets;
 mod sglang;
 mod sglang_capture;
 pub mod sglang_layout;
@@ -45,7 +44,7 @@ mod vllm;
 pub mod vllm_startups;
 mod vocab;
 
-pub use filter::may_match;
+pub use filter::{anchors, may_match};
 pub use numbers::LineNumbers;
 pub use prefix::RankTag;
 pub use rules::{Rule, RuleError, Rules};

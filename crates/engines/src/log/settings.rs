@@ -8,9 +8,9 @@
 //! - vLLM's engine config, `Initializing a V1 LLM engine (v0.26.0) with config: model='…', …`
 //!   (older: `Initializing an LLM engine (v0.6.3) …`, `Initializing a V0 LLM engine (v0.7.2) …`).
 //!
-//! Before a line is written, [`redact`] replaces secrets (values of `api_key`, `admin_api_key`,
-//! `hf_token`, `*_token`, `*secret*`, `*password*`, … and token-shaped or credential-bearing
-//! values anywhere) by `<redacted>`; [`model_path`] names the model folder, which the tap writes
+//! Before a line is written, [`crate::redact::text`] replaces secrets (values of `api_key`,
+//! `admin_api_key`, `hf_token`, `*_token`, `*secret*`, `*password*`, … and token-shaped or
+//! credential-bearing values anywhere) by `<redacted>`; [`model_path`] names the model folder, which the tap writes
 //! as a [`SettingsKind::ModelPath`] record of its own.
 //!
 //! Size: a line is kept up to [`MAX_LINE`] bytes and written as [`encode`]d parts of at most
@@ -20,15 +20,14 @@
 //!
 //! Record text: `<kind> <part>/<parts>[ cut]\n<text of that part>`.
 
-use super::settings_secrets::is_key_byte;
-pub use super::settings_secrets::{is_secret_key, redact, redact_cmdline, redact_env, REDACTED};
-
 /// Bytes of one settings line kept (64 KiB; SGLang's longest `server_args` seen is ~11 KiB).
 pub const MAX_LINE: usize = 64 * 1024;
 /// Text bytes per record (below the journal's 8 KiB text bound, with room for the part header).
 pub const PART_BYTES: usize = 7 * 1024;
 /// The markers are looked for in the first bytes of a line only (prefixes are short).
 const MARKER_WINDOW: usize = 1024;
+/// What a secret is replaced by.
+pub use crate::redact::REDACTED;
 
 /// Which settings record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,6 +91,10 @@ pub fn detect(line: &[u8]) -> Option<SettingsKind> {
         || before.ends_with(b"Initializing a V0");
     (opening && find(&head[engine..], b") with config: ").is_some())
         .then_some(SettingsKind::VllmEngineConfig)
+}
+
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
 }
 
 /// The quoted string after `key` + `sep` (`model_path=`, `'model': `), unescaped: the first
