@@ -9,7 +9,7 @@ use vramledger_engines::sizing::pyfloat::GIB;
 use crate::sizing::inputs::Sourced;
 use crate::sizing::layouts::verdict;
 use crate::sizing::vllm::VllmReport;
-use crate::sizing::{DefaultsReport, SglangReport, SizeReport};
+use crate::sizing::{DefaultsReport, Recommendation, Runtime, SglangReport, SizeReport, WhatIf};
 
 fn gib(bytes: i64) -> String {
     format!("{:.3} GiB", bytes as f64 / GIB)
@@ -69,7 +69,69 @@ fn defaults_line(out: &mut String, d: &DefaultsReport) {
 }
 
 fn sglang(out: &mut String, r: &SglangReport) {
-    let res = &r.result;
+    sglang_inputs(out, r);
+    sglang_breakdown(out, r);
+    sglang_check(out, r);
+    if let Some(rt) = &r.runtime {
+        runtime(out, rt);
+    }
+    if let Some(p) = &r.post_capture_resize {
+        let _ = writeln!(
+            out,
+            "post-capture resize ({} rules): free after capture {} GiB − headroom {} GiB{} + backed {} B = budget {} B → {} tokens (pre-capture {}), max_running_requests {}",
+            p.layout.release(),
+            p.free_after_capture_gib,
+            p.headroom_gib,
+            if p.eager_decode_gap {
+                format!(" (activation floor: decode graph max_bs {} below the running requests)", p.decode_max_bs)
+            } else {
+                String::new()
+            },
+            p.backed_bytes,
+            p.budget_bytes,
+            p.tokens,
+            p.pre_capture_tokens,
+            p.max_running_requests
+        );
+    }
+    let any_what_if =
+        r.recommendation.is_some() || !r.post_capture.is_empty() || !r.what_ifs.is_empty();
+    if any_what_if {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "what if:");
+    }
+    if let Some(rec) = &r.recommendation {
+        recommendation(out, rec, r.result.profiled_tokens);
+    }
+    for p in &r.post_capture {
+        let head = format!(
+            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {}",
+            p.layout.release(),
+            if p.exact { "" } else { ", printed values" },
+            p.mem_fraction_static.value,
+            p.mem_fraction_static.detail,
+            gib(p.free_after_capture_bytes),
+        );
+        let _ = if p.no_room {
+            writeln!(out, "{head} is not above the headroom {} it keeps: no room, only the {} B already backed would remain ({} tokens), no pool to serve with", gib(p.headroom_bytes), p.backed_bytes, p.tokens)
+        } else {
+            writeln!(out, "{head} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}", gib(p.headroom_bytes), p.backed_bytes, gib(p.budget_bytes), p.budget_tokens, p.tokens, signed(p.token_change), p.pre_capture_tokens, p.max_running_requests)
+        };
+    }
+    for w in &r.what_ifs {
+        what_if(out, w);
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "notes:");
+        for n in &r.notes {
+            let _ = writeln!(out, "  - {n}");
+        }
+    }
+}
+
+/// The layout, the model, the cell and the settings sized with.
+fn sglang_inputs(out: &mut String, r: &SglangReport) {
     let s = &r.settings;
     let _ = writeln!(
         out,
@@ -116,6 +178,12 @@ fn sglang(out: &mut String, r: &SglangReport) {
     if let Some(d) = &r.defaults {
         defaults_line(out, d);
     }
+}
+
+/// Baseline, weights, static budget, headroom, the rest for KV, tokens and their tolerance.
+fn sglang_breakdown(out: &mut String, r: &SglangReport) {
+    let res = &r.result;
+    let s = &r.settings;
     let f = r.runner_fraction;
     let exact = r.measured.exact;
     let _ = writeln!(out);
@@ -175,6 +243,11 @@ fn sglang(out: &mut String, r: &SglangReport) {
             r.tolerance_tokens, lo.tokens, hi.tokens, r.measured.pre_err_gib, r.measured.avail_err_gib
         );
     }
+}
+
+/// Held against what the engine reported, and the failure if it does not fit.
+fn sglang_check(out: &mut String, r: &SglangReport) {
+    let res = &r.result;
     let verdict = |ok: Option<bool>| match ok {
         Some(true) => "reproduced",
         Some(false) => "NOT reproduced",
@@ -216,157 +289,116 @@ fn sglang(out: &mut String, r: &SglangReport) {
             }
         }
     }
-    if let Some(rt) = &r.runtime {
-        let a = &rt.after;
-        let _ = writeln!(out);
+}
+
+/// The run-time memory after the KV pool against the headroom kept for it.
+fn runtime(out: &mut String, rt: &Runtime) {
+    let a = &rt.after;
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "run time after the KV pool ({}, {}):",
+        a.rank,
+        if a.exact {
+            "measured"
+        } else {
+            "from printed avail mem"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  free after the pool {}; lowest after it {}: {} taken beyond the pool",
+        gib(a.pool_end_free_bytes),
+        gib(a.low_free_bytes),
+        gib(a.need_bytes)
+    );
+    for st in &a.stages {
+        let owners: Vec<String> = st
+            .owners
+            .iter()
+            .map(|(o, b)| format!("{o} {:.3}", *b as f64 / GIB))
+            .collect();
         let _ = writeln!(
             out,
-            "run time after the KV pool ({}, {}):",
-            a.rank,
-            if a.exact {
-                "measured"
-            } else {
-                "from printed avail mem"
+            "    {:<24} {:>12}  ({})",
+            st.name,
+            gib(st.delta_bytes),
+            owners.join(", ")
+        );
+    }
+    let share = if rt.headroom_bytes > 0 {
+        format!(
+            "{:.1}%",
+            100.0 * a.need_bytes as f64 / rt.headroom_bytes as f64
+        )
+    } else {
+        "all".into()
+    };
+    let _ = writeln!(
+        out,
+        "  headroom kept pre × (1 − f) {}: the run-time need used {share} of it",
+        gib(rt.headroom_bytes)
+    );
+}
+
+/// The recommended `mem_fraction_static` (`profiled_tokens`: the pass's own profiled count).
+fn recommendation(out: &mut String, rec: &Recommendation, profiled_tokens: i64) {
+    match rec.value {
+        Some(v) => {
+            let mut line = format!(
+                "  recommended mem_fraction_static {v}: keeps the need {} + margin {} free; {} tokens ({})",
+                gib(rec.need_bytes),
+                gib(rec.margin_bytes),
+                rec.tokens.unwrap_or(0),
+                signed(rec.token_change.unwrap_or(0))
+            );
+            if let (Some(u), Some(c)) = (rec.uncapped_tokens, rec.uncapped_token_change) {
+                let _ = write!(
+                    line,
+                    "; max_total_tokens caps it, without the cap {u} ({} vs the profiled {})",
+                    signed(c),
+                    profiled_tokens
+                );
             }
-        );
-        let _ = writeln!(
-            out,
-            "  free after the pool {}; lowest after it {}: {} taken beyond the pool",
-            gib(a.pool_end_free_bytes),
-            gib(a.low_free_bytes),
-            gib(a.need_bytes)
-        );
-        for st in &a.stages {
-            let owners: Vec<String> = st
-                .owners
-                .iter()
-                .map(|(o, b)| format!("{o} {:.3}", *b as f64 / GIB))
-                .collect();
+            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "    {}", rec.note);
+        }
+        None => {
             let _ = writeln!(
                 out,
-                "    {:<24} {:>12}  ({})",
-                st.name,
-                gib(st.delta_bytes),
-                owners.join(", ")
+                "  recommended mem_fraction_static: none ({})",
+                rec.note
             );
         }
-        let share = if rt.headroom_bytes > 0 {
-            format!(
-                "{:.1}%",
-                100.0 * a.need_bytes as f64 / rt.headroom_bytes as f64
-            )
-        } else {
-            "all".into()
-        };
-        let _ = writeln!(
-            out,
-            "  headroom kept pre × (1 − f) {}: the run-time need used {share} of it",
-            gib(rt.headroom_bytes)
-        );
     }
-    if let Some(p) = &r.post_capture_resize {
-        let _ = writeln!(
-            out,
-            "post-capture resize ({} rules): free after capture {} GiB − headroom {} GiB{} + backed {} B = budget {} B → {} tokens (pre-capture {}), max_running_requests {}",
-            p.layout.release(),
-            p.free_after_capture_gib,
-            p.headroom_gib,
-            if p.eager_decode_gap {
-                format!(" (activation floor: decode graph max_bs {} below the running requests)", p.decode_max_bs)
-            } else {
-                String::new()
-            },
-            p.backed_bytes,
-            p.budget_bytes,
-            p.tokens,
-            p.pre_capture_tokens,
-            p.max_running_requests
-        );
+}
+
+/// One what-if row.
+fn what_if(out: &mut String, w: &WhatIf) {
+    let mut line = format!("  {} (f {}):", w.change, w.mem_fraction_static);
+    if let (Some(t), Some(c)) = (w.tokens, w.token_change) {
+        let _ = write!(line, " {t} tokens ({}), cell {} B", signed(c), w.cell_bytes);
     }
-    let any_what_if =
-        r.recommendation.is_some() || !r.post_capture.is_empty() || !r.what_ifs.is_empty();
-    if any_what_if {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "what if:");
-    }
-    if let Some(rec) = &r.recommendation {
-        match rec.value {
-            Some(v) => {
-                let mut line = format!(
-                    "  recommended mem_fraction_static {v}: keeps the need {} + margin {} free; {} tokens ({})",
-                    gib(rec.need_bytes),
-                    gib(rec.margin_bytes),
-                    rec.tokens.unwrap_or(0),
-                    signed(rec.token_change.unwrap_or(0))
-                );
-                if let (Some(u), Some(c)) = (rec.uncapped_tokens, rec.uncapped_token_change) {
-                    let _ = write!(
-                        line,
-                        "; max_total_tokens caps it, without the cap {u} ({} vs the profiled {})",
-                        signed(c),
-                        res.profiled_tokens
-                    );
-                }
-                let _ = writeln!(out, "{line}");
-                let _ = writeln!(out, "    {}", rec.note);
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "  recommended mem_fraction_static: none ({})",
-                    rec.note
-                );
-            }
+    if let (Some(t), Some(p)) = (w.tokens, w.profiled_tokens) {
+        if p != t {
+            let _ = write!(line, ", profiled {p}");
         }
     }
-    for p in &r.post_capture {
-        let head = format!(
-            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {}",
-            p.layout.release(),
-            if p.exact { "" } else { ", printed values" },
-            p.mem_fraction_static.value,
-            p.mem_fraction_static.detail,
-            gib(p.free_after_capture_bytes),
-        );
-        let _ = if p.no_room {
-            writeln!(out, "{head} is not above the headroom {} it keeps: no room, only the {} B already backed would remain ({} tokens), no pool to serve with", gib(p.headroom_bytes), p.backed_bytes, p.tokens)
-        } else {
-            writeln!(out, "{head} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}", gib(p.headroom_bytes), p.backed_bytes, gib(p.budget_bytes), p.budget_tokens, p.tokens, signed(p.token_change), p.pre_capture_tokens, p.max_running_requests)
-        };
+    if let Some(m) = w.max_running_requests {
+        let _ = write!(line, ", max_running_requests {m}");
     }
-    for w in &r.what_ifs {
-        let mut line = format!("  {} (f {}):", w.change, w.mem_fraction_static);
-        if let (Some(t), Some(c)) = (w.tokens, w.token_change) {
-            let _ = write!(line, " {t} tokens ({}), cell {} B", signed(c), w.cell_bytes);
-        }
-        if let (Some(t), Some(p)) = (w.tokens, w.profiled_tokens) {
-            if p != t {
-                let _ = write!(line, ", profiled {p}");
-            }
-        }
-        if let Some(m) = w.max_running_requests {
-            let _ = write!(line, ", max_running_requests {m}");
-        }
-        if let Some(u) = &w.unavailable {
-            let _ = write!(line, " not computed: {u}");
-        }
-        if let Some(e) = &w.error {
-            let _ = write!(line, "; DOES NOT FIT: {e}");
-            if let Some(f) = w.smallest_mem_fraction_static {
-                let _ = write!(line, " (smallest fraction that fits: {f})");
-            }
-        }
-        let _ = writeln!(out, "{line}");
-        if let Some(a) = &w.assumption {
-            let _ = writeln!(out, "    assumes: {a}");
+    if let Some(u) = &w.unavailable {
+        let _ = write!(line, " not computed: {u}");
+    }
+    if let Some(e) = &w.error {
+        let _ = write!(line, "; DOES NOT FIT: {e}");
+        if let Some(f) = w.smallest_mem_fraction_static {
+            let _ = write!(line, " (smallest fraction that fits: {f})");
         }
     }
-    if !r.notes.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "notes:");
-        for n in &r.notes {
-            let _ = writeln!(out, "  - {n}");
-        }
+    let _ = writeln!(out, "{line}");
+    if let Some(a) = &w.assumption {
+        let _ = writeln!(out, "    assumes: {a}");
     }
 }
 

@@ -8,7 +8,7 @@ use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::pyfloat::GIB;
 use vramledger_engines::sizing::vllm::{
     cache_block_size, kv_dtype_size, v0_blocks, v1_blocks, v1_page_size_bytes, KvSpec, V0Input,
-    V1Input, V1Version,
+    V1Input, V1Version, VllmResult,
 };
 
 use super::report::VllmReport;
@@ -38,30 +38,8 @@ pub fn size(
     cfg: &EngineConfig,
     ask: &VllmAsk<'_>,
 ) -> Result<VllmReport, String> {
-    let with_budget: Vec<usize> = (0..attempts.len())
-        .filter(|i| attempts[*i].has_budget())
-        .collect();
-    let index = match ask.attempt {
-        Some(n) if n == 0 || n > attempts.len() => {
-            return Err(format!(
-                "--attempt {n}: the log holds {} vLLM startup(s)",
-                attempts.len()
-            ))
-        }
-        Some(n) => n - 1,
-        None => *with_budget.last().ok_or(
-            "the vLLM log shows no KV budget (no memory-profiling breakdown and no \
-             'Available KV cache memory' line)",
-        )?,
-    };
+    let index = chosen_attempt(attempts, ask)?;
     let a = &attempts[index];
-    if !a.has_budget() {
-        return Err(format!(
-            "vLLM startup {} in the log shows no KV budget (no memory-profiling breakdown and no \
-             'Available KV cache memory' line)",
-            index + 1
-        ));
-    }
     let mut notes = Vec::new();
     let m = ask.model;
     let tp = match (ask.tp, cfg.tp) {
@@ -73,14 +51,7 @@ pub fn size(
         ),
         (None, None) => Sourced::new(1, Origin::Default, "vLLM default"),
     };
-    let kv_cache_dtype = ask.kv_cache_dtype.or(cfg.kv_cache_dtype.as_deref());
-    let model_dtype = cfg.dtype.as_deref().or(m.torch_dtype.as_deref());
-    let dtype_size = kv_dtype_size(kv_cache_dtype, model_dtype).ok_or_else(|| {
-        format!(
-            "--kv-cache-dtype {}: vLLM sizing knows auto and fp8*",
-            kv_cache_dtype.unwrap_or_default()
-        )
-    })?;
+    let dtype_size = dtype_size(ask, cfg, m)?;
     let block_size = ask.block_size.unwrap_or(16);
     let KvSpec {
         num_kv_heads: heads,
@@ -123,96 +94,21 @@ pub fn size(
     };
     let block = cache_block_size(dtype_size, layers, block_size, heads, head_size, mla);
     let bytes_per_token = block / block_size.max(1);
-    let mut total_bytes = None;
-    let (result, lo, hi) = if v0 {
-        let rest = a.kv_rest_gib.unwrap_or(0.0);
-        let components = (a.weights_gib, a.non_torch_gib, a.activation_gib);
-        let total_gib = match (ask.gpu_mem_mib, a.total_gib, components, &utilization) {
-            (Some(mib), ..) => Some(mib / 1024.0),
-            (None, Some(t), ..) => Some(t),
-            (None, None, (Some(w), Some(nt), Some(act)), Some(u)) => {
-                notes.push(format!(
-                    "total GPU memory not printed: ({rest} + {w} + {nt} + {act}) / {} GiB from the \
-                     breakdown and the utilization",
-                    u.value
-                ));
-                Some((rest + w + nt + act) / u.value)
-            }
-            _ => None,
-        };
-        let input = |d: f64| -> V0Input {
-            match (total_gib, &utilization, components) {
-                (Some(t), Some(u), (Some(w), Some(nt), Some(act))) => V0Input {
-                    total_gpu_memory_bytes: bytes(t + d).max(0) as u64,
-                    gpu_memory_utilization: u.value,
-                    weights_bytes: bytes(w - d),
-                    non_torch_increase_bytes: bytes(nt - d),
-                    torch_peak_increase_bytes: bytes(act - d),
-                    cache_block_size_bytes: block,
-                    block_size,
-                    max_model_len: max_model_len.value,
-                    swap_space_bytes: 4 << 30,
-                },
-                _ => V0Input {
-                    total_gpu_memory_bytes: bytes(rest + d).max(0) as u64,
-                    gpu_memory_utilization: 1.0,
-                    weights_bytes: if rest + d < 0.0 {
-                        bytes(-(rest + d))
-                    } else {
-                        0
-                    },
-                    non_torch_increase_bytes: 0,
-                    torch_peak_increase_bytes: 0,
-                    cache_block_size_bytes: block,
-                    block_size,
-                    max_model_len: max_model_len.value,
-                    swap_space_bytes: 4 << 30,
-                },
-            }
-        };
-        if total_gib.is_none() || utilization.is_none() {
-            notes.push(
-                "sized from the printed KV remainder alone (total or utilization unknown): the \
-                 smallest working utilization cannot be computed"
-                    .into(),
-            );
-        }
-        total_bytes = total_gib.map(|t| t * GIB);
-        let mut center = v0_blocks(&input(0.0));
-        if total_gib.is_none() || utilization.is_none() {
-            if let Some(e) = center.error.as_mut() {
-                e.smallest_working_utilization = None;
-            }
-        }
-        let lo = v0_blocks(&input(-HALF_CENTI_GIB)).num_gpu_blocks;
-        let hi = v0_blocks(&input(HALF_CENTI_GIB)).num_gpu_blocks;
-        (center, lo, hi)
+    let shape = Shape {
+        block,
+        block_size,
+        heads,
+        head_size,
+        dtype_size,
+        mla,
+        layers,
+        max_model_len: max_model_len.value,
+    };
+    let (result, lo, hi, total_bytes) = if v0 {
+        v0_budget(a, ask, utilization.as_ref(), &shape, &mut notes)
     } else {
-        let avail = a.available_kv_gib.unwrap_or(0.0);
-        let page = v1_page_size_bytes(block_size, heads, head_size, dtype_size, mla);
-        let input = |gib: f64| V1Input {
-            version: V1Version::Newest,
-            total_gpu_memory_bytes: 0,
-            gpu_memory_utilization: utilization.as_ref().map_or(1.0, |u| u.value),
-            torch_peak_bytes: 0,
-            non_torch_bytes: 0,
-            non_kv_cache_bytes: 0,
-            cudagraph_estimate_bytes: 0,
-            kv_cache_memory_bytes: Some(bytes(gib).max(0) as u64),
-            page_size_bytes: page,
-            num_layers: layers,
-            block_size,
-            max_model_len: max_model_len.value,
-        };
-        notes.push(
-            "V1 budget taken from the printed 'Available KV cache memory' (the total, \
-             utilization and non-KV terms are printed only at DEBUG level)"
-                .into(),
-        );
-        let center = v1_blocks(&input(avail));
-        let lo = v1_blocks(&input(avail - HALF_CENTI_GIB)).num_gpu_blocks;
-        let hi = v1_blocks(&input(avail + HALF_CENTI_GIB)).num_gpu_blocks;
-        (center, lo, hi)
+        let (result, lo, hi) = v1_budget(a, utilization.as_ref(), &shape, &mut notes);
+        (result, lo, hi, None)
     };
     let observed = match (a.gpu_blocks, a.kv_tokens) {
         (Some(b), _) => Some((b as i64, "logged block count")),
@@ -251,4 +147,176 @@ pub fn size(
         notes,
         run: None,
     })
+}
+
+/// The startup to size: `--attempt N`, else the last that printed its budget.
+fn chosen_attempt(attempts: &[Attempt], ask: &VllmAsk<'_>) -> Result<usize, String> {
+    let with_budget: Vec<usize> = (0..attempts.len())
+        .filter(|i| attempts[*i].has_budget())
+        .collect();
+    let index = match ask.attempt {
+        Some(n) if n == 0 || n > attempts.len() => {
+            return Err(format!(
+                "--attempt {n}: the log holds {} vLLM startup(s)",
+                attempts.len()
+            ))
+        }
+        Some(n) => n - 1,
+        None => *with_budget.last().ok_or(
+            "the vLLM log shows no KV budget (no memory-profiling breakdown and no \
+             'Available KV cache memory' line)",
+        )?,
+    };
+    let a = &attempts[index];
+    if !a.has_budget() {
+        return Err(format!(
+            "vLLM startup {} in the log shows no KV budget (no memory-profiling breakdown and no \
+             'Available KV cache memory' line)",
+            index + 1
+        ));
+    }
+    Ok(index)
+}
+
+/// Bytes per KV element: the asked or logged KV cache dtype, else the model's.
+pub(super) fn dtype_size(
+    ask: &VllmAsk<'_>,
+    cfg: &EngineConfig,
+    model: &ModelGeometry,
+) -> Result<u64, String> {
+    let kv_cache_dtype = ask.kv_cache_dtype.or(cfg.kv_cache_dtype.as_deref());
+    let model_dtype = cfg.dtype.as_deref().or(model.torch_dtype.as_deref());
+    kv_dtype_size(kv_cache_dtype, model_dtype).ok_or_else(|| {
+        format!(
+            "--kv-cache-dtype {}: vLLM sizing knows auto and fp8*",
+            kv_cache_dtype.unwrap_or_default()
+        )
+    })
+}
+
+/// The cache's shape, as both generations' budgets need it.
+struct Shape {
+    /// V0's cache block, in bytes.
+    block: u64,
+    block_size: u64,
+    heads: u64,
+    head_size: u64,
+    dtype_size: u64,
+    mla: bool,
+    layers: u64,
+    max_model_len: u64,
+}
+
+/// V0: the memory-profiling breakdown re-run at the printed values and ±0.005 GiB; the total
+/// GPU memory in bytes when known.
+fn v0_budget(
+    a: &Attempt,
+    ask: &VllmAsk<'_>,
+    utilization: Option<&Sourced<f64>>,
+    shape: &Shape,
+    notes: &mut Vec<String>,
+) -> (VllmResult, i64, i64, Option<f64>) {
+    let (block, block_size) = (shape.block, shape.block_size);
+    let max_model_len = shape.max_model_len;
+    let rest = a.kv_rest_gib.unwrap_or(0.0);
+    let components = (a.weights_gib, a.non_torch_gib, a.activation_gib);
+    let total_gib = match (ask.gpu_mem_mib, a.total_gib, components, &utilization) {
+        (Some(mib), ..) => Some(mib / 1024.0),
+        (None, Some(t), ..) => Some(t),
+        (None, None, (Some(w), Some(nt), Some(act)), Some(u)) => {
+            notes.push(format!(
+                "total GPU memory not printed: ({rest} + {w} + {nt} + {act}) / {} GiB from the \
+                 breakdown and the utilization",
+                u.value
+            ));
+            Some((rest + w + nt + act) / u.value)
+        }
+        _ => None,
+    };
+    let input = |d: f64| -> V0Input {
+        match (total_gib, &utilization, components) {
+            (Some(t), Some(u), (Some(w), Some(nt), Some(act))) => V0Input {
+                total_gpu_memory_bytes: bytes(t + d).max(0) as u64,
+                gpu_memory_utilization: u.value,
+                weights_bytes: bytes(w - d),
+                non_torch_increase_bytes: bytes(nt - d),
+                torch_peak_increase_bytes: bytes(act - d),
+                cache_block_size_bytes: block,
+                block_size,
+                max_model_len,
+                swap_space_bytes: 4 << 30,
+            },
+            _ => V0Input {
+                total_gpu_memory_bytes: bytes(rest + d).max(0) as u64,
+                gpu_memory_utilization: 1.0,
+                weights_bytes: if rest + d < 0.0 {
+                    bytes(-(rest + d))
+                } else {
+                    0
+                },
+                non_torch_increase_bytes: 0,
+                torch_peak_increase_bytes: 0,
+                cache_block_size_bytes: block,
+                block_size,
+                max_model_len,
+                swap_space_bytes: 4 << 30,
+            },
+        }
+    };
+    if total_gib.is_none() || utilization.is_none() {
+        notes.push(
+            "sized from the printed KV remainder alone (total or utilization unknown): the \
+             smallest working utilization cannot be computed"
+                .into(),
+        );
+    }
+    let mut center = v0_blocks(&input(0.0));
+    if total_gib.is_none() || utilization.is_none() {
+        if let Some(e) = center.error.as_mut() {
+            e.smallest_working_utilization = None;
+        }
+    }
+    let lo = v0_blocks(&input(-HALF_CENTI_GIB)).num_gpu_blocks;
+    let hi = v0_blocks(&input(HALF_CENTI_GIB)).num_gpu_blocks;
+    (center, lo, hi, total_gib.map(|t| t * GIB))
+}
+
+/// V1: the printed "Available KV cache memory" re-run at its value and ±0.005 GiB.
+fn v1_budget(
+    a: &Attempt,
+    utilization: Option<&Sourced<f64>>,
+    shape: &Shape,
+    notes: &mut Vec<String>,
+) -> (VllmResult, i64, i64) {
+    let avail = a.available_kv_gib.unwrap_or(0.0);
+    let page = v1_page_size_bytes(
+        shape.block_size,
+        shape.heads,
+        shape.head_size,
+        shape.dtype_size,
+        shape.mla,
+    );
+    let input = |gib: f64| V1Input {
+        version: V1Version::Newest,
+        total_gpu_memory_bytes: 0,
+        gpu_memory_utilization: utilization.map_or(1.0, |u| u.value),
+        torch_peak_bytes: 0,
+        non_torch_bytes: 0,
+        non_kv_cache_bytes: 0,
+        cudagraph_estimate_bytes: 0,
+        kv_cache_memory_bytes: Some(bytes(gib).max(0) as u64),
+        page_size_bytes: page,
+        num_layers: shape.layers,
+        block_size: shape.block_size,
+        max_model_len: shape.max_model_len,
+    };
+    notes.push(
+        "V1 budget taken from the printed 'Available KV cache memory' (the total, \
+         utilization and non-KV terms are printed only at DEBUG level)"
+            .into(),
+    );
+    let center = v1_blocks(&input(avail));
+    let lo = v1_blocks(&input(avail - HALF_CENTI_GIB)).num_gpu_blocks;
+    let hi = v1_blocks(&input(avail + HALF_CENTI_GIB)).num_gpu_blocks;
+    (center, lo, hi)
 }

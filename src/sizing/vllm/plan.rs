@@ -5,15 +5,13 @@
 
 use vramledger_engines::sizing::model::ModelGeometry;
 use vramledger_engines::sizing::pyfloat::GIB;
-use vramledger_engines::sizing::vllm::{
-    kv_dtype_size, v1_page_size_bytes, KvSpec, VllmError, VllmResult,
-};
+use vramledger_engines::sizing::vllm::{v1_page_size_bytes, KvSpec, VllmError, VllmResult};
 use vramledger_engines::sizing::vllm_budget::{self as vb, Budget, Bytes, Inputs, Layout};
 
 use super::labels::{
     activation, cudagraph, estimate, need, non_torch, unknown, weights, worker_inputs,
 };
-use super::log::VllmAsk;
+use super::log::{dtype_size, VllmAsk};
 use super::report::{RankSizing, Recommendation, RunSizing, VllmReport, WhatIfRow};
 use super::run::RunLines;
 use super::worker::{Basis, Input, Worker};
@@ -124,89 +122,17 @@ pub fn size_run(
     model: &ModelGeometry,
     a: &RunAsk<'_>,
 ) -> Result<VllmReport, String> {
-    let ask = &a.ask;
     let cfg = &lines.config;
     let mut notes = Vec::new();
-    let tp = match (ask.tp, cfg.tp) {
-        (Some(t), _) => Sourced::new(t, Origin::Given, "--tp"),
-        (None, Some(t)) => Sourced::new(
-            t,
-            Origin::Logged,
-            "tensor_parallel_size in the engine config line",
-        ),
-        (None, None) => Sourced::new(
-            lines.workers.len().max(1) as u64,
-            Origin::Derived,
-            "the number of workers with device memory",
-        ),
-    };
-    let summary_util = lines
-        .workers
-        .iter()
-        .find_map(|w| w.lines.summary?.gpu_memory_utilization);
-    let utilization = match (ask.utilization, summary_util, cfg.utilization) {
-        (Some(u), ..) => Some(Sourced::new(u, Origin::Given, "--gpu-memory-utilization")),
-        (None, Some(u), _) => Some(Sourced::new(
-            u,
-            Origin::Logged,
-            "the after-capture summary line",
-        )),
-        (None, None, Some(u)) => Some(Sourced::new(u, Origin::Logged, "the non-default args line")),
-        (None, None, None) if lines.settings_seen => Some(Sourced::new(
-            0.92,
-            Origin::Default,
-            "not among the non-default args: vLLM 0.26's default",
-        )),
-        (None, None, None) => {
-            notes.push(
-                "no settings line (vLLM's 'non-default args' or engine config) was recorded or \
-                 logged: gpu_memory_utilization is unknown, so the budget is the printed \
-                 'Available KV cache memory' and max_model_len falls back to config.json; pass \
-                 --gpu-memory-utilization and --context-length, or --log with the engine's output"
-                    .into(),
-            );
-            None
-        }
-    };
-    let util = utilization.as_ref().map(|u| u.value);
-    let block_size = ask.block_size.or(cfg.block_size).unwrap_or(16);
-    let max_model_len = match (
-        ask.context_length,
-        lines.workers.iter().find_map(|w| w.lines.max_len),
-        cfg.max_model_len.or(cfg.max_seq_len),
-        model.max_position_embeddings,
-    ) {
-        (Some(v), ..) => Sourced::new(v, Origin::Given, "--context-length"),
-        (None, Some(v), ..) => {
-            Sourced::new(v, Origin::Logged, "'Maximum concurrency for N tokens' line")
-        }
-        (None, None, Some(v), _) => {
-            Sourced::new(v, Origin::Logged, "max_model_len in the settings lines")
-        }
-        (None, None, None, Some(v)) => {
-            Sourced::new(v, Origin::Derived, "config.json max_position_embeddings")
-        }
-        _ => return Err("max_model_len unknown: pass --context-length".into()),
-    };
-    let kv_cache_dtype = ask.kv_cache_dtype.or(cfg.kv_cache_dtype.as_deref());
-    let model_dtype = cfg.dtype.as_deref().or(model.torch_dtype.as_deref());
-    let dtype_size = kv_dtype_size(kv_cache_dtype, model_dtype).ok_or_else(|| {
-        format!(
-            "--kv-cache-dtype {}: vLLM sizing knows auto and fp8*",
-            kv_cache_dtype.unwrap_or_default()
-        )
-    })?;
-    let KvSpec {
-        num_kv_heads: heads,
-        head_size,
-        mla,
-    } = KvSpec::of(model, tp.value);
-    let layout = Layout {
-        page_size_bytes: v1_page_size_bytes(block_size, heads, head_size, dtype_size, mla),
-        num_layers: model.num_hidden_layers,
+    let RunSettings {
+        tp,
+        utilization,
         block_size,
-        max_model_len: max_model_len.value,
-    };
+        max_model_len,
+        dtype_size,
+        layout,
+    } = RunSettings::resolve(lines, model, &a.ask, &mut notes)?;
+    let util = utilization.as_ref().map(|u| u.value);
     let margin = (a.margin_gib * GIB) as i64;
     let kv_memory = cfg.kv_cache_memory_bytes;
     let mut ranks = Vec::new();
@@ -250,58 +176,11 @@ pub fn size_run(
                 .flatten(),
             limited_by: who.clone(),
         });
-    let mut what_ifs = Vec::new();
-    for &u in a.what_if_utilization.iter().filter(|_| known) {
-        let per: Vec<Budget> = inputs
-            .iter()
-            .map(|(i, non_kv)| {
-                let mut i = *i;
-                i.gpu_memory_utilization = Some(u);
-                i.kv_cache_memory = None;
-                (i.weights, i.activation, i.non_torch) = (*non_kv, Bytes::ZERO, Bytes::ZERO);
-                vb::budget(&i, &vb::Printed::default(), &layout)
-            })
-            .collect();
-        what_ifs.push(row(
-            "gpu_memory_utilization",
-            u,
-            &per,
-            &layout,
-            "the same weights, activation peak, non-torch memory and CUDA-graph estimate".into(),
-        ));
-    }
-    for &len in a.what_if_max_model_len {
-        let l = Layout {
-            max_model_len: len,
-            ..layout
-        };
-        let per: Vec<Budget> = ranks
-            .iter()
-            .map(|r| {
-                let mut b = r.budget.clone();
-                b.error = vb::check(b.available.lo, &l);
-                b
-            })
-            .collect();
-        what_ifs.push(row("max_model_len", len as f64, &per, &l, "the same budget: the profile run's peak depends on max_num_batched_tokens, assumed unchanged".into()));
-    }
+    let what_ifs = what_ifs(a, &inputs, &ranks, &layout, known);
     let observed = lines.observed_blocks(max_model_len.value, block_size);
     let reproduced = observed.map(|b| blocks.0 <= b && b <= blocks.1);
     let first = &ranks[0];
-    let error = ranks
-        .iter()
-        .find_map(|r| r.budget.error.clone())
-        .map(|message| VllmError {
-            message,
-            smallest_working_utilization: lines
-                .workers
-                .iter()
-                .zip(&inputs)
-                .filter_map(|(_, (i, _))| {
-                    vb::smallest_utilization(i, &vb::Printed::default(), &layout)
-                })
-                .reduce(f64::max),
-        });
+    let error = run_error(lines, &ranks, &inputs, &layout);
     if lines.workers.iter().all(|w| w.lines.summary.is_none()) {
         notes.push(
             "the after-capture summary line (exact --kv-cache-memory integers, the activation \
@@ -354,6 +233,180 @@ pub fn size_run(
             settings_line: lines.settings_seen,
         })),
     })
+}
+
+/// The settings the run is sized with, each with its source.
+struct RunSettings {
+    tp: Sourced<u64>,
+    utilization: Option<Sourced<f64>>,
+    block_size: u64,
+    max_model_len: Sourced<u64>,
+    dtype_size: u64,
+    layout: Layout,
+}
+
+impl RunSettings {
+    fn resolve(
+        lines: &RunLines,
+        model: &ModelGeometry,
+        ask: &VllmAsk<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<RunSettings, String> {
+        let cfg = &lines.config;
+        let tp = match (ask.tp, cfg.tp) {
+            (Some(t), _) => Sourced::new(t, Origin::Given, "--tp"),
+            (None, Some(t)) => Sourced::new(
+                t,
+                Origin::Logged,
+                "tensor_parallel_size in the engine config line",
+            ),
+            (None, None) => Sourced::new(
+                lines.workers.len().max(1) as u64,
+                Origin::Derived,
+                "the number of workers with device memory",
+            ),
+        };
+        let summary_util = lines
+            .workers
+            .iter()
+            .find_map(|w| w.lines.summary?.gpu_memory_utilization);
+        let utilization = match (ask.utilization, summary_util, cfg.utilization) {
+            (Some(u), ..) => Some(Sourced::new(u, Origin::Given, "--gpu-memory-utilization")),
+            (None, Some(u), _) => Some(Sourced::new(
+                u,
+                Origin::Logged,
+                "the after-capture summary line",
+            )),
+            (None, None, Some(u)) => {
+                Some(Sourced::new(u, Origin::Logged, "the non-default args line"))
+            }
+            (None, None, None) if lines.settings_seen => Some(Sourced::new(
+                0.92,
+                Origin::Default,
+                "not among the non-default args: vLLM 0.26's default",
+            )),
+            (None, None, None) => {
+                notes.push(
+                    "no settings line (vLLM's 'non-default args' or engine config) was recorded or \
+                     logged: gpu_memory_utilization is unknown, so the budget is the printed \
+                     'Available KV cache memory' and max_model_len falls back to config.json; pass \
+                     --gpu-memory-utilization and --context-length, or --log with the engine's output"
+                        .into(),
+                );
+                None
+            }
+        };
+        let block_size = ask.block_size.or(cfg.block_size).unwrap_or(16);
+        let max_model_len = match (
+            ask.context_length,
+            lines.workers.iter().find_map(|w| w.lines.max_len),
+            cfg.max_model_len.or(cfg.max_seq_len),
+            model.max_position_embeddings,
+        ) {
+            (Some(v), ..) => Sourced::new(v, Origin::Given, "--context-length"),
+            (None, Some(v), ..) => {
+                Sourced::new(v, Origin::Logged, "'Maximum concurrency for N tokens' line")
+            }
+            (None, None, Some(v), _) => {
+                Sourced::new(v, Origin::Logged, "max_model_len in the settings lines")
+            }
+            (None, None, None, Some(v)) => {
+                Sourced::new(v, Origin::Derived, "config.json max_position_embeddings")
+            }
+            _ => return Err("max_model_len unknown: pass --context-length".into()),
+        };
+        let dtype_size = dtype_size(ask, cfg, model)?;
+        let KvSpec {
+            num_kv_heads: heads,
+            head_size,
+            mla,
+        } = KvSpec::of(model, tp.value);
+        let layout = Layout {
+            page_size_bytes: v1_page_size_bytes(block_size, heads, head_size, dtype_size, mla),
+            num_layers: model.num_hidden_layers,
+            block_size,
+            max_model_len: max_model_len.value,
+        };
+        Ok(RunSettings {
+            tp,
+            utilization,
+            block_size,
+            max_model_len,
+            dtype_size,
+            layout,
+        })
+    }
+}
+
+/// The what-ifs asked: another `gpu_memory_utilization` (when the non-KV memory is `known`),
+/// another `max_model_len`.
+fn what_ifs(
+    a: &RunAsk<'_>,
+    inputs: &[(Inputs, Bytes)],
+    ranks: &[RankSizing],
+    layout: &Layout,
+    known: bool,
+) -> Vec<WhatIfRow> {
+    let layout = *layout;
+    let mut what_ifs = Vec::new();
+    for &u in a.what_if_utilization.iter().filter(|_| known) {
+        let per: Vec<Budget> = inputs
+            .iter()
+            .map(|(i, non_kv)| {
+                let mut i = *i;
+                i.gpu_memory_utilization = Some(u);
+                i.kv_cache_memory = None;
+                (i.weights, i.activation, i.non_torch) = (*non_kv, Bytes::ZERO, Bytes::ZERO);
+                vb::budget(&i, &vb::Printed::default(), &layout)
+            })
+            .collect();
+        what_ifs.push(row(
+            "gpu_memory_utilization",
+            u,
+            &per,
+            &layout,
+            "the same weights, activation peak, non-torch memory and CUDA-graph estimate".into(),
+        ));
+    }
+    for &len in a.what_if_max_model_len {
+        let l = Layout {
+            max_model_len: len,
+            ..layout
+        };
+        let per: Vec<Budget> = ranks
+            .iter()
+            .map(|r| {
+                let mut b = r.budget.clone();
+                b.error = vb::check(b.available.lo, &l);
+                b
+            })
+            .collect();
+        what_ifs.push(row("max_model_len", len as f64, &per, &l, "the same budget: the profile run's peak depends on max_num_batched_tokens, assumed unchanged".into()));
+    }
+    what_ifs
+}
+
+/// The first worker's failure, with the smallest utilization that works on every worker.
+fn run_error(
+    lines: &RunLines,
+    ranks: &[RankSizing],
+    inputs: &[(Inputs, Bytes)],
+    layout: &Layout,
+) -> Option<VllmError> {
+    ranks
+        .iter()
+        .find_map(|r| r.budget.error.clone())
+        .map(|message| VllmError {
+            message,
+            smallest_working_utilization: lines
+                .workers
+                .iter()
+                .zip(inputs)
+                .filter_map(|(_, (i, _))| {
+                    vb::smallest_utilization(i, &vb::Printed::default(), layout)
+                })
+                .reduce(f64::max),
+        })
 }
 
 fn row(
