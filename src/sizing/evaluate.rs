@@ -89,9 +89,11 @@ pub fn defaults_report(
     tp: Option<u64>,
 ) -> DefaultsReport {
     let tp = tp.unwrap_or(s.tp.value);
-    let defaults = sglang_defaults(&defaults_input(model, s, layout, Some(gpu.value), tp));
+    let input = defaults_input(model, s, layout, Some(gpu.value), tp);
+    let defaults = sglang_defaults(&input);
     let alternative = s.gpu_mem_alternative.clone().map(|alt| {
-        let d = sglang_defaults(&defaults_input(model, s, layout, Some(alt.value), tp));
+        let input = defaults_input(model, s, layout, Some(alt.value), tp);
+        let d = sglang_defaults(&input);
         (alt, d.mem_fraction_static)
     });
     DefaultsReport {
