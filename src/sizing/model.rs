@@ -11,7 +11,7 @@ use super::report::ModelSource;
 use super::request::SizeRequest;
 
 fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
-    // A regular file of bounded size, every sizing field bounded (src/model_config.rs).
+    // A regular file of bounded size, every sizing field bounded (src/sizing/model_config.rs).
     let geometry = crate::sizing::model_config::read(path)?;
     Ok(ModelSource {
         geometry,
