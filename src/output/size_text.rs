@@ -419,19 +419,7 @@ fn vllm(out: &mut String, r: &VllmReport) {
         r.attempt,
         r.attempts
     );
-    let _ = writeln!(
-        out,
-        "  block: {} tokens × {} B/token ({} layers, {}-byte KV), tp {}",
-        r.block_size,
-        r.bytes_per_token,
-        r.layers,
-        r.dtype_size,
-        src(&r.tp)
-    );
-    let _ = writeln!(out, "  max_model_len {}", src(&r.max_model_len));
-    if let Some(u) = &r.utilization {
-        let _ = writeln!(out, "  gpu_memory_utilization {}", src(u));
-    }
+    super::size_vllm::settings_text(out, r);
     if let Some(t) = r.total_bytes {
         let _ = writeln!(
             out,

@@ -140,18 +140,8 @@ fn what_if_text(out: &mut String, w: &WhatIfRow) {
     let _ = writeln!(out, "    assumes: {}", w.assumption);
 }
 
-/// The whole vLLM report of a run, as text.
-pub fn text(out: &mut String, r: &VllmReport, run: &RunSizing) {
-    let _ = writeln!(
-        out,
-        "vLLM KV budget, {} worker{} ({})",
-        r.generation,
-        r.version
-            .as_ref()
-            .map(|v| format!(" {v}"))
-            .unwrap_or_default(),
-        r.generation_reason
-    );
+/// The block, `max_model_len` and utilization lines of a vLLM answer (a log's or a run's).
+pub fn settings_text(out: &mut String, r: &VllmReport) {
     let _ = writeln!(
         out,
         "  block: {} tokens × {} B/token ({} layers, {}-byte KV), tp {}",
@@ -165,6 +155,21 @@ pub fn text(out: &mut String, r: &VllmReport, run: &RunSizing) {
     if let Some(u) = &r.utilization {
         let _ = writeln!(out, "  gpu_memory_utilization {}", src(u));
     }
+}
+
+/// The whole vLLM report of a run, as text.
+pub fn text(out: &mut String, r: &VllmReport, run: &RunSizing) {
+    let _ = writeln!(
+        out,
+        "vLLM KV budget, {} worker{} ({})",
+        r.generation,
+        r.version
+            .as_ref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default(),
+        r.generation_reason
+    );
+    settings_text(out, r);
     for rank in &run.ranks {
         rank_text(out, rank);
     }

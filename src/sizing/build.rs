@@ -140,16 +140,7 @@ fn size_vllm_log(args: &SizeRequest, with_run: bool, l: &LogFacts) -> Result<Siz
     let model = model::find_model(args, None, None)?.ok_or(
         "--model-config is needed: the KV bytes per token come from the model's config.json",
     )?;
-    let ask = vllm::VllmAsk {
-        model: &model.geometry,
-        attempt: args.attempt,
-        utilization: args.gpu_memory_utilization,
-        gpu_mem_mib: args.gpu_mem_mib,
-        block_size: args.page_size,
-        kv_cache_dtype: args.kv_cache_dtype.as_deref(),
-        tp: args.tp,
-        context_length: args.context_length,
-    };
+    let ask = vllm::VllmAsk::of(args, &model.geometry, args.attempt);
     vllm::size(&l.vllm_attempts, &l.vllm_config, &ask).map(|r| SizeReport::Vllm(Box::new(r)))
 }
 

@@ -107,31 +107,19 @@ pub fn post_capture(
         }
         let backed = 2 * sc.page_size * ev.cell_bytes;
         let free_gib = free_after_capture_gib + (pool_bytes - backed as i64) as f64 / GIB;
+        let activation_reserve_mb =
+            pre_capture_activation_reserve_mb(sc.gpu_mem_mib, act_tokens, sc.tp, s.pp.value);
         let input = PostCaptureInput {
-            sizing: ev.input.clone(),
-            pre_capture_tokens: ev.result.tokens,
-            pre_capture_max_running_requests: ev.result.max_running_requests,
-            mamba_cache_size: None,
-            free_gib,
-            eager_decode_gap: eager_decode_gap(
-                s.disaggregation == Disaggregation::Prefill,
-                s.decode_graph,
-                decode_max_bs,
-                Some(ev.result.max_running_requests.max(0) as u64),
-            ),
-            mambaish: false,
-            capped_full_prefill_role: false,
-            activation_reserve_mb: pre_capture_activation_reserve_mb(
-                sc.gpu_mem_mib,
-                act_tokens,
-                sc.tp,
-                s.pp.value,
-            ),
             graph_pool_borrow_enabled: true,
             sampling_headroom_bytes: 0,
-            backed_bytes: backed,
-            draft_backed_bytes: 0,
-            canary_workspace_bytes: 0,
+            ..resize_input(
+                &ev,
+                s,
+                free_gib,
+                decode_max_bs,
+                activation_reserve_mb,
+                backed,
+            )
         };
         let Ok(r) = post_capture_resize(&input) else {
             continue;
@@ -229,29 +217,20 @@ pub fn post_capture_direct(
     };
     let activation_reserve_mb =
         pre_capture_activation_reserve_mb(sc.gpu_mem_mib, act_tokens, sc.tp, s.pp.value);
-    let gap = eager_decode_gap(
-        s.disaggregation == Disaggregation::Prefill,
-        s.decode_graph,
-        decode_max_bs,
-        Some(ev.result.max_running_requests.max(0) as u64),
-    );
     let input = PostCaptureInput {
-        sizing: ev.input.clone(),
-        pre_capture_tokens: ev.result.tokens,
-        pre_capture_max_running_requests: ev.result.max_running_requests,
-        mamba_cache_size: None,
-        free_gib,
-        eager_decode_gap: gap,
-        mambaish: false,
-        capped_full_prefill_role: false,
-        activation_reserve_mb,
         // SGLANG_ENABLE_GRAPH_POOL_BORROW defaults to off.
         graph_pool_borrow_enabled: false,
         sampling_headroom_bytes: args.post_capture_sampling_headroom_bytes.unwrap_or(0),
-        backed_bytes: backed,
-        draft_backed_bytes: 0,
-        canary_workspace_bytes: 0,
+        ..resize_input(
+            ev,
+            s,
+            free_gib,
+            decode_max_bs,
+            activation_reserve_mb,
+            backed,
+        )
     };
+    let gap = input.eager_decode_gap;
     let r = post_capture_resize(&input).map_err(|e| e.to_string())?;
     Ok(Some(PostCaptureResize {
         layout: sc.layout,
@@ -267,4 +246,38 @@ pub fn post_capture_direct(
         max_running_requests: r.max_running_requests,
         max_running_requests_reduced: r.max_running_requests_reduced,
     }))
+}
+
+/// SGLang's post-capture resize inputs for the pass `ev` (its pool before capture) with
+/// `free_gib` free after the captures and `backed` bytes of the pool already backed.
+/// Graph-pool borrowing and the sampling headroom are the caller's.
+fn resize_input(
+    ev: &Evaluation,
+    s: &Settings,
+    free_gib: f64,
+    decode_max_bs: u64,
+    activation_reserve_mb: f64,
+    backed: u64,
+) -> PostCaptureInput {
+    PostCaptureInput {
+        sizing: ev.input.clone(),
+        pre_capture_tokens: ev.result.tokens,
+        pre_capture_max_running_requests: ev.result.max_running_requests,
+        mamba_cache_size: None,
+        free_gib,
+        eager_decode_gap: eager_decode_gap(
+            s.disaggregation == Disaggregation::Prefill,
+            s.decode_graph,
+            decode_max_bs,
+            Some(ev.result.max_running_requests.max(0) as u64),
+        ),
+        mambaish: false,
+        capped_full_prefill_role: false,
+        activation_reserve_mb,
+        graph_pool_borrow_enabled: false,
+        sampling_headroom_bytes: 0,
+        backed_bytes: backed,
+        draft_backed_bytes: 0,
+        canary_workspace_bytes: 0,
+    }
 }

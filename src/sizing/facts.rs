@@ -267,31 +267,36 @@ pub struct RunFacts {
     pub warnings: Vec<String>,
 }
 
+/// Every journal under `path` under the journal policy (docs/journal.md): sizing claims exact
+/// bytes, so a damaged run gives no answer rather than one from part of the records.
+pub fn load_undamaged(path: &Path) -> Result<journal::Loaded, String> {
+    let loaded = journal::load(path)?;
+    if loaded.damaged() {
+        let why: Vec<&str> = loaded
+            .unreadable
+            .iter()
+            .chain(
+                loaded
+                    .journals
+                    .iter()
+                    .filter(|j| j.corrupt)
+                    .flat_map(|j| &j.warnings),
+            )
+            .map(String::as_str)
+            .collect();
+        return Err(format!(
+            "{} is damaged, so no exact sizing can be taken from it: {}",
+            path.display(),
+            why.join("; ")
+        ));
+    }
+    Ok(loaded)
+}
+
 impl RunFacts {
     /// Reads every journal under `path`.
     pub fn read(path: &Path) -> Result<RunFacts, String> {
-        // The journal policy (docs/journal.md): sizing claims exact bytes, so a damaged run
-        // gives no answer rather than one from part of the records.
-        let loaded = journal::load(path)?;
-        if loaded.damaged() {
-            let why: Vec<&str> = loaded
-                .unreadable
-                .iter()
-                .chain(
-                    loaded
-                        .journals
-                        .iter()
-                        .filter(|j| j.corrupt)
-                        .flat_map(|j| &j.warnings),
-                )
-                .map(String::as_str)
-                .collect();
-            return Err(format!(
-                "{} is damaged, so no exact sizing can be taken from it: {}",
-                path.display(),
-                why.join("; ")
-            ));
-        }
+        let loaded = load_undamaged(path)?;
         let mut warnings: Vec<String> = loaded.messages().cloned().collect();
         let journals = loaded.journals;
         let mut lines = LogFacts::new(format!("the run {}", path.display()));

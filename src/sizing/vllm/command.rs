@@ -31,16 +31,7 @@ pub fn size_run_command(args: &SizeRequest, path: &std::path::Path) -> Result<Vl
     check_run(&lines)?;
     let model = run_model(args, path, lines.config.model.as_deref())?;
     let ask = plan::RunAsk {
-        ask: VllmAsk {
-            model: &model,
-            attempt: None,
-            utilization: args.gpu_memory_utilization,
-            gpu_mem_mib: args.gpu_mem_mib,
-            block_size: args.page_size,
-            kv_cache_dtype: args.kv_cache_dtype.as_deref(),
-            tp: args.tp,
-            context_length: args.context_length,
-        },
+        ask: VllmAsk::of(args, &model, None),
         margin_gib: args.margin_gib,
         what_if_utilization: &args.what_if_gpu_memory_utilization,
         what_if_max_model_len: &args.what_if_context_length,

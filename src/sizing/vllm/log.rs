@@ -13,6 +13,7 @@ use vramledger_engines::sizing::vllm::{
 
 use super::report::VllmReport;
 use crate::sizing::inputs::{Origin, Sourced};
+use crate::sizing::request::SizeRequest;
 
 const HALF_CENTI_GIB: f64 = 0.005;
 
@@ -26,6 +27,22 @@ pub struct VllmAsk<'a> {
     pub kv_cache_dtype: Option<&'a str>,
     pub tp: Option<u64>,
     pub context_length: Option<u64>,
+}
+
+impl<'a> VllmAsk<'a> {
+    /// What `req` asks of vLLM's sizing of `model` (`attempt`: a log's startup).
+    pub fn of(req: &'a SizeRequest, model: &'a ModelGeometry, attempt: Option<usize>) -> Self {
+        VllmAsk {
+            model,
+            attempt,
+            utilization: req.gpu_memory_utilization,
+            gpu_mem_mib: req.gpu_mem_mib,
+            block_size: req.page_size,
+            kv_cache_dtype: req.kv_cache_dtype.as_deref(),
+            tp: req.tp,
+            context_length: req.context_length,
+        }
+    }
 }
 
 fn bytes(gib: f64) -> i64 {

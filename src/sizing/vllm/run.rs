@@ -18,6 +18,7 @@ use vramledger_format::{Api, Kind};
 
 use super::worker::{self, Worker};
 use crate::journal;
+use crate::sizing::facts::load_undamaged;
 
 /// What the run says.
 #[derive(Debug, Clone, Default)]
@@ -54,28 +55,7 @@ pub fn is_vllm_run(path: &Path) -> bool {
 /// Reads every journal of the run, and the log's lines (matched to workers by the pid of their
 /// prefix; lines without one belong to every worker when there is one, else to the run).
 pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
-    // The journal policy (docs/journal.md): sizing claims exact bytes, so a damaged run gives
-    // no answer rather than one from part of the records.
-    let loaded = journal::load(path)?;
-    if loaded.damaged() {
-        let why: Vec<&str> = loaded
-            .unreadable
-            .iter()
-            .chain(
-                loaded
-                    .journals
-                    .iter()
-                    .filter(|j| j.corrupt)
-                    .flat_map(|j| &j.warnings),
-            )
-            .map(String::as_str)
-            .collect();
-        return Err(format!(
-            "{} is damaged, so no exact sizing can be taken from it: {}",
-            path.display(),
-            why.join("; ")
-        ));
-    }
+    let loaded = load_undamaged(path)?;
     let mut out = RunLines::default();
     out.warnings.extend(loaded.messages().cloned());
     for j in loaded.journals {
