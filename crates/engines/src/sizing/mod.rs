@@ -64,6 +64,7 @@
 
 pub mod cell;
 pub mod defaults;
+pub mod defaults_input;
 mod failure;
 pub mod graphs;
 pub mod hybrid;
@@ -76,6 +77,7 @@ pub mod post_capture;
 pub mod pyfloat;
 mod reserve;
 pub mod tokens;
+pub mod tokens_input;
 pub mod vllm;
 pub mod vllm_budget;
 

@@ -4,7 +4,7 @@
 //! [`super::cell`] holds the per-layout formulas this puts together.
 
 use super::cell::{cell_bytes, kv_heads_per_rank, Attention, CellInput, KvDtype};
-use super::defaults::Speculative;
+use super::defaults_input::Speculative;
 use super::hybrid::SwaInput;
 use super::model::ModelGeometry;
 use super::Layout;
