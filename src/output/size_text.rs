@@ -8,7 +8,6 @@ use vramledger_engines::sizing::pyfloat::GIB;
 
 use crate::sizing::inputs::Sourced;
 use crate::sizing::layouts::verdict;
-use crate::sizing::vllm::VllmReport;
 use crate::sizing::{DefaultsReport, Recommendation, Runtime, SglangReport, SizeReport, WhatIf};
 
 fn gib(bytes: i64) -> String {
@@ -402,88 +401,12 @@ fn what_if(out: &mut String, w: &WhatIf) {
     }
 }
 
-fn vllm(out: &mut String, r: &VllmReport) {
-    if let Some(run) = &r.run {
-        return super::size_vllm::text(out, r, run);
-    }
-    let res = &r.result;
-    let _ = writeln!(
-        out,
-        "vLLM KV budget, {} worker{} (from {}); startup {} of {}",
-        r.generation,
-        r.version
-            .as_ref()
-            .map(|v| format!(" {v}"))
-            .unwrap_or_default(),
-        r.generation_reason,
-        r.attempt,
-        r.attempts
-    );
-    super::size_vllm::settings_text(out, r);
-    if let Some(t) = r.total_bytes {
-        let _ = writeln!(
-            out,
-            "  total {} × utilization = {} requested; non-KV {}",
-            gib(t as i64),
-            gib(res.requested_bytes as i64),
-            gib(res.non_kv_cache_bytes)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  available for KV {}: {} blocks (in [{}, {}] for ±0.005 GiB) = {} tokens, tolerance ±{} tokens",
-        gib(res.available_kv_cache_bytes as i64),
-        res.num_gpu_blocks,
-        r.blocks_low,
-        r.blocks_high,
-        r.tokens,
-        r.tolerance_tokens
-    );
-    if r.total_bytes.is_some() {
-        let _ = writeln!(out, "  CPU blocks (4 GiB swap): {}", res.num_cpu_blocks);
-    }
-    let _ = writeln!(out, "  max concurrency {:.2}x", res.max_concurrency);
-    if let (Some(b), Some(src)) = (r.observed_blocks, &r.observed_source) {
-        let _ = writeln!(
-            out,
-            "  observed {b} blocks ({src}): {}",
-            if r.reproduced == Some(true) {
-                "reproduced"
-            } else {
-                "NOT reproduced"
-            }
-        );
-    }
-    if let Some(e) = &res.error {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "  DOES NOT FIT: {}", e.message);
-        match e.smallest_working_utilization {
-            Some(u) => {
-                let _ = writeln!(out, "    smallest gpu_memory_utilization that fits: {u}");
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "    smallest gpu_memory_utilization: unknown (or none up to 1.0)"
-                );
-            }
-        }
-    }
-    if !r.notes.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "notes:");
-        for n in &r.notes {
-            let _ = writeln!(out, "  - {n}");
-        }
-    }
-}
-
 /// The report as text.
 pub fn render(report: &SizeReport) -> String {
     let mut out = String::new();
     match report {
         SizeReport::Sglang(r) => sglang(&mut out, r),
-        SizeReport::Vllm(r) => vllm(&mut out, r),
+        SizeReport::Vllm(r) => super::size_vllm::text(&mut out, r),
         SizeReport::DefaultsOnly(o) => {
             let (layout, defaults, cell_bytes, model) =
                 (&o.layout, &o.defaults, &o.cell_bytes, &o.model);

@@ -1,5 +1,5 @@
-//! The run part of a vLLM size report, as text and as JSON fields appended to the vLLM
-//! document of `vramledger.size/1` (docs/size-schema.md, "vLLM from a run").
+//! A vLLM size report as text (from a log's startup or from a run), and a run's JSON fields
+//! appended to the vLLM document of `vramledger.size/1` (docs/size-schema.md, "vLLM from a run").
 
 use std::fmt::Write;
 
@@ -13,6 +13,10 @@ use crate::sizing::vllm::worker::Input;
 
 fn g(b: i64) -> String {
     format!("{:.3}", b as f64 / GIB)
+}
+
+fn gib(b: i64) -> String {
+    format!("{} GiB", g(b))
 }
 
 /// "52.953 GiB (56857337344 B)" or "[52.945, 52.955] GiB".
@@ -158,7 +162,7 @@ pub fn settings_text(out: &mut String, r: &VllmReport) {
 }
 
 /// The whole vLLM report of a run, as text.
-pub fn text(out: &mut String, r: &VllmReport, run: &RunSizing) {
+pub fn run_text(out: &mut String, r: &VllmReport, run: &RunSizing) {
     let _ = writeln!(
         out,
         "vLLM KV budget, {} worker{} ({})",
@@ -296,4 +300,81 @@ pub fn json_fields(v: &mut Value, run: &RunSizing) {
             "assumption": w.assumption,
         })).collect::<Vec<_>>(),
     });
+}
+
+/// A vLLM answer as text: a run's ([`run_text`]) or a log's startup.
+pub fn text(out: &mut String, r: &VllmReport) {
+    if let Some(run) = &r.run {
+        return run_text(out, r, run);
+    }
+    let res = &r.result;
+    let _ = writeln!(
+        out,
+        "vLLM KV budget, {} worker{} (from {}); startup {} of {}",
+        r.generation,
+        r.version
+            .as_ref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default(),
+        r.generation_reason,
+        r.attempt,
+        r.attempts
+    );
+    settings_text(out, r);
+    if let Some(t) = r.total_bytes {
+        let _ = writeln!(
+            out,
+            "  total {} × utilization = {} requested; non-KV {}",
+            gib(t as i64),
+            gib(res.requested_bytes as i64),
+            gib(res.non_kv_cache_bytes)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  available for KV {}: {} blocks (in [{}, {}] for ±0.005 GiB) = {} tokens, tolerance ±{} tokens",
+        gib(res.available_kv_cache_bytes as i64),
+        res.num_gpu_blocks,
+        r.blocks_low,
+        r.blocks_high,
+        r.tokens,
+        r.tolerance_tokens
+    );
+    if r.total_bytes.is_some() {
+        let _ = writeln!(out, "  CPU blocks (4 GiB swap): {}", res.num_cpu_blocks);
+    }
+    let _ = writeln!(out, "  max concurrency {:.2}x", res.max_concurrency);
+    if let (Some(b), Some(src)) = (r.observed_blocks, &r.observed_source) {
+        let _ = writeln!(
+            out,
+            "  observed {b} blocks ({src}): {}",
+            if r.reproduced == Some(true) {
+                "reproduced"
+            } else {
+                "NOT reproduced"
+            }
+        );
+    }
+    if let Some(e) = &res.error {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  DOES NOT FIT: {}", e.message);
+        match e.smallest_working_utilization {
+            Some(u) => {
+                let _ = writeln!(out, "    smallest gpu_memory_utilization that fits: {u}");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "    smallest gpu_memory_utilization: unknown (or none up to 1.0)"
+                );
+            }
+        }
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "notes:");
+        for n in &r.notes {
+            let _ = writeln!(out, "  - {n}");
+        }
+    }
 }
