@@ -5,14 +5,15 @@
 # runs the repository's own GPU scripts in turn, each under a time limit, writes one line per
 # step (rc, seconds) to session.txt and packs everything into OUTDIR/session-PART.tar.gz.
 #
-#   bash scripts/gpu_session.sh engines [OUTDIR]   the real vLLM lane (check, record), metrics
-#                                                  scraped while vLLM starts, the shim's safety
-#                                                  checks, the SGLang-shaped books, sizing from a
-#                                                  run's settings record
-#   bash scripts/gpu_session.sh torch [OUTDIR]     graph pools of a compiled HF model, the
-#                                                  in-process benchmarks, the pip package
+#   bash scripts/gpu_session.sh torch [OUTDIR]     everything that needs no vLLM: graph pools of a
+#                                                  compiled HF model, the in-process benchmarks, the
+#                                                  pip package, the shim's safety checks, the
+#                                                  SGLang-shaped books, sizing from a run's settings
+#   bash scripts/gpu_session.sh engines [OUTDIR]   the real vLLM lane (check, record) and metrics
+#                                                  scraped while vLLM starts
 #   bash scripts/gpu_session.sh ab BUDGET_S [OUTDIR]  the vLLM overhead A/B for BUDGET_S seconds
 #
+# Step limits add up to under 10 minutes a part (one device call).
 # Calls that follow each other on a warm machine share /tmp (compile caches, the A/B state).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -42,16 +43,20 @@ echo "== gpu_session $PART $(date -u +%FT%TZ) $(tr '\n' ' ' <.gpu/BUILD_INFO 2>/
 case $PART in
 engines)
     nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee -a "$S"
-    step engines-check 300 bash scripts/gpu_engines.sh check
-    step metrics 150 bash scripts/gpu_metrics.sh "$W/metrics"
-    step shim-safety 120 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
-    step books 150 bash scripts/gpu_books.sh "$W/books"
-    step sizing 150 bash scripts/gpu_sizing.sh "$W/sizing"
+    # The 8-layer model of the A/B: its compile caches are then warm for every later vLLM run.
+    step engines-check 240 bash scripts/gpu_engines.sh check --layers 8
+    grep -q '^checks: PASS' "$W/engines-check.log" && mkdir -p /tmp/vl-ab && touch /tmp/vl-ab/warm-l8-tp1
+    WORKLOAD="python3 examples/engines/vllm_offline.py --model-dir /tmp/vllm-model-l8 --layers 8" \
+        MODEL_NAME=/tmp/vllm-model-l8 step metrics 100 bash scripts/gpu_metrics.sh "$W/metrics"
     ;;
 torch)
-    GRAPHPOOL_MODES=default step graphpool 240 bash scripts/gpu_graphpool.sh "$W/graphpool"
-    [[ -f scripts/gpu_bench.sh ]] && step bench 200 bash scripts/gpu_bench.sh "$W/bench"
-    ls .gpu/vramledger-*.whl >/dev/null 2>&1 && step first-hour 150 bash scripts/gpu_first_hour.sh "$W"
+    nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee -a "$S"
+    step shim-safety 60 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
+    step books 60 bash scripts/gpu_books.sh "$W/books"
+    step sizing 50 bash scripts/gpu_sizing.sh "$W/sizing"
+    GRAPHPOOL_MODES=default step graphpool 150 bash scripts/gpu_graphpool.sh "$W/graphpool"
+    BENCH_REPS=1 step bench 150 bash scripts/gpu_bench.sh "$W/bench"
+    step first-hour 90 bash scripts/gpu_first_hour.sh "$W"
     ;;
 ab)
     step ab $((BUDGET + 90)) bash scripts/gpu_engines.sh ab --budget-s "$BUDGET"

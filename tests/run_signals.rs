@@ -211,6 +211,8 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     // Ctrl-C at a terminal goes to the whole foreground group, the command included: relaying
     // it too would deliver it twice (a second KeyboardInterrupt in a Python server). `script`
     // gives the run a terminal; ETX (^C) written to it becomes SIGINT in its line discipline.
+    // `exec`: `script` starts the line with $SHELL -c, and a shell that waits for the run
+    // (dash) would die of that SIGINT itself and report 130 for it.
     let d = dir("tty");
     let src = d.join("counter.c");
     std::fs::write(&src, COUNTER_C).unwrap();
@@ -225,7 +227,7 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     assert!(st.success(), "cc counter.c");
     let (ready, ints) = (d.join("ready"), d.join("ints"));
     let line = format!(
-        "{cli} run --out {out} -- {counter} {ready} {ints}",
+        "exec {cli} run --out {out} -- {counter} {ready} {ints}",
         cli = cli().display(),
         out = d.join("out").display(),
         counter = counter.display(),
