@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
-use super::EXIT_BAD_INPUT;
+use super::say::{self, fail};
 use crate::journal::{self, Journal};
 use crate::snapshot::{self, At};
-use crate::{fsout, output};
+use crate::{exit, fsout, output};
 
 /// The output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -73,11 +73,6 @@ impl SnapshotArgs {
     }
 }
 
-fn fail(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("vramledger: {msg}");
-    EXIT_BAD_INPUT
-}
-
 /// Every journal under `path`; any unreadable or damaged one is an error (the journal
 /// policy: a snapshot claims every live allocation, so it is never taken from damaged input).
 fn load(path: &Path) -> Result<Vec<Journal>, String> {
@@ -106,9 +101,7 @@ pub fn main(args: SnapshotArgs) -> i32 {
         Ok(j) => j,
         Err(e) => return fail(e),
     };
-    for w in journals.iter().flat_map(|j| &j.warnings) {
-        eprintln!("vramledger: warning: {w}");
-    }
+    say::warnings(journals.iter().flat_map(|j| &j.warnings));
     let at = args.point();
     let snap = match snapshot::take(&journals, &at) {
         Ok(s) => s,
@@ -121,12 +114,7 @@ pub fn main(args: SnapshotArgs) -> i32 {
         );
     }
     let bytes = match args.format {
-        SnapshotFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&output::snapshot_json::render(&snap))
-                .unwrap_or_default();
-            s.push('\n');
-            s.into_bytes()
-        }
+        SnapshotFormat::Json => say::json(&output::snapshot_json::render(&snap)).into_bytes(),
         SnapshotFormat::MemoryViz => {
             let (bytes, notes) = output::memory_viz::render(&snap);
             for n in notes {
@@ -150,5 +138,5 @@ pub fn main(args: SnapshotArgs) -> i32 {
         output::count(devices, "device", "devices"),
         to
     );
-    0
+    exit::OK
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner};
 
-use super::{
+use super::model::{
     Action, ContextHeld, DeviceSnapshot, Failure, HistoryEntry, Item, ItemKind, Mapping, Point,
     Reservation, Span, StageTotal, TimelineSample, CUDA_ERROR_OUT_OF_MEMORY,
 };
