@@ -16,20 +16,20 @@
 //! ranges, pinned host and reserved address ranges) is mirrored here, keyed by address or
 //! handle. Pure: journals in, data out; no file is touched.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 
-use vramledger_format::{Kind, LiveBooks, MemKind, Owner};
+use vramledger_format::{MemKind, Owner};
 
 use crate::journal::Journal;
-use crate::ledger::{self, OwnerBytes};
+use crate::ledger::OwnerBytes;
 
+mod capture;
+mod point;
 mod replay;
 
-use replay::Replay;
-
-/// `CUDA_ERROR_OUT_OF_MEMORY`.
-pub const CUDA_ERROR_OUT_OF_MEMORY: i32 = 2;
+pub use crate::ledger::index::CUDA_ERROR_OUT_OF_MEMORY;
+pub use replay::Detail;
 
 /// The owners a snapshot shows, in order: every hooked owner and the measured context.
 pub const SNAPSHOT_OWNERS: [Owner; 6] = [
@@ -363,32 +363,6 @@ impl ProcessSnapshot {
     }
 }
 
-/// The capture windows of the first `upto` records.
-fn capture_windows(j: &Journal, upto: usize) -> Vec<CaptureWindow> {
-    let mut out: Vec<CaptureWindow> = Vec::new();
-    for (i, e) in j.events.iter().enumerate().take(upto) {
-        match e.kind() {
-            Some(Kind::CaptureBegin) if e.result == 0 => out.push(CaptureWindow {
-                device: e.device,
-                stream: e.handle,
-                begin: i,
-                end: None,
-            }),
-            Some(Kind::CaptureEnd) => {
-                if let Some(c) = out
-                    .iter_mut()
-                    .rev()
-                    .find(|c| c.end.is_none() && c.stream == e.handle && c.device == e.device)
-                {
-                    c.end = Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
 impl ProcessSnapshot {
     /// Nanoseconds on a clock shared by every process of the run (wall clock at the journal
     /// start plus monotonic time since), for a monotonic time `t_ns` of this process.
@@ -416,12 +390,17 @@ pub struct Snapshot {
     pub warnings: Vec<String>,
 }
 
-/// Takes a snapshot of every journal at `at`.
+/// Takes a snapshot of every journal at `at`, with its history and timelines.
 pub fn take(journals: &[Journal], at: &At) -> Result<Snapshot, SnapshotError> {
+    take_with(journals, at, Detail::ALL)
+}
+
+/// Takes a snapshot of every journal at `at`, keeping `detail` besides the live allocations.
+pub fn take_with(journals: &[Journal], at: &At, detail: Detail) -> Result<Snapshot, SnapshotError> {
     let mut processes = Vec::new();
     let mut skipped = Vec::new();
     for j in journals {
-        match take_process(j, at) {
+        match point::take_process(j, at, detail) {
             Ok(p) => processes.push(p),
             Err(reason) => skipped.push(Skipped {
                 journal: j.path.display().to_string(),
@@ -482,266 +461,17 @@ pub fn stage_names(journals: &[Journal]) -> Vec<String> {
     out
 }
 
-/// A stage span: starts at record `index` (0 for the opening `startup`).
-#[derive(Debug, Clone)]
-pub(crate) struct Span {
-    pub(crate) name: String,
-    pub(crate) index: usize,
-}
-
 /// The stage spans of a journal, by the ledger's rules (`ledger::boundaries`): a span runs from
 /// its boundary (a stage record, or the API event that set it) to the next one.
-fn spans(j: &Journal) -> Vec<Span> {
+fn spans(j: &Journal) -> Vec<crate::ledger::boundaries::StageBoundary> {
     crate::ledger::boundaries::derive(j)
-        .into_iter()
-        .map(|b| Span {
-            name: b.name,
-            index: b.index,
-        })
-        .collect()
-}
-
-/// Where to look: the process's point and each device's.
-struct Plan {
-    process: Point,
-    /// `None`: every device seen up to the process point, at that point.
-    devices: Option<BTreeMap<i32, (Point, i64)>>,
-    oom_index: Option<usize>,
-}
-
-fn take_process(j: &Journal, at: &At) -> Result<ProcessSnapshot, String> {
-    let spans = spans(j);
-    let span_at = |i: usize| {
-        // The span running at record i: the last one starting at or before it.
-        let k = spans.partition_point(|s| s.index <= i);
-        k.saturating_sub(1)
-    };
-    let last_t = j.events.last().map_or(0, |e| e.t_ns);
-    let plan = match at {
-        At::End => Plan {
-            process: Point {
-                events: j.events.len(),
-                t_ns: last_t,
-                stage: spans.last().map_or("startup".into(), |s| s.name.clone()),
-            },
-            devices: None,
-            oom_index: None,
-        },
-        At::Stage(name) => {
-            let k = spans
-                .iter()
-                .position(|s| &s.name == name)
-                .ok_or_else(|| format!("no stage named {name:?}"))?;
-            let (events, t_ns) = match spans.get(k + 1) {
-                Some(next) => (next.index, j.events[next.index].t_ns),
-                None => (j.events.len(), last_t),
-            };
-            Plan {
-                process: Point {
-                    events,
-                    t_ns,
-                    stage: name.clone(),
-                },
-                devices: None,
-                oom_index: None,
-            }
-        }
-        At::Oom => {
-            let i = j
-                .events
-                .iter()
-                .position(|e| {
-                    e.kind() == Some(Kind::AllocFailed) && e.result == CUDA_ERROR_OUT_OF_MEMORY
-                })
-                .ok_or("no out-of-memory failure")?;
-            // Just after the failed record (it changed nothing, and is then in the history).
-            Plan {
-                process: Point {
-                    events: i + 1,
-                    t_ns: j.events[i].t_ns,
-                    stage: spans[span_at(i)].name.clone(),
-                },
-                devices: None,
-                oom_index: Some(i),
-            }
-        }
-        At::Peak => {
-            let (devices, process) = peaks(j);
-            let Some((_, i)) = process else {
-                return Err("no device memory".into());
-            };
-            let point = |i: usize| Point {
-                events: i + 1,
-                t_ns: j.events[i].t_ns,
-                stage: spans[span_at(i)].name.clone(),
-            };
-            Plan {
-                process: point(i),
-                devices: Some(
-                    devices
-                        .into_iter()
-                        .map(|(d, (b, i))| (d, (point(i), b)))
-                        .collect(),
-                ),
-                oom_index: None,
-            }
-        }
-    };
-    let books = ledger::process::replay(j);
-    let mut r = Replay::new(j, &spans);
-    let mut checkpoints: BTreeSet<usize> = BTreeSet::new();
-    checkpoints.insert(plan.process.events);
-    if let Some(devs) = &plan.devices {
-        checkpoints.extend(devs.values().map(|(p, _)| p.events));
-    }
-    let last = checkpoints.last().copied().unwrap_or(0);
-    let mut devices: Vec<DeviceSnapshot> = Vec::new();
-    let mut process_books = None;
-    let mut oom = None;
-    for i in 0..=last {
-        if checkpoints.contains(&i) {
-            if i == plan.process.events {
-                process_books = Some(r.process_books());
-                if let Some(k) = plan.oom_index {
-                    oom = r.failure(&j.events[k], k);
-                }
-                if plan.devices.is_none() {
-                    let seen: Vec<i32> = r.seen.iter().copied().collect();
-                    for d in seen {
-                        devices.push(r.capture(d, plan.process.clone(), None));
-                    }
-                }
-            }
-            if let Some(devs) = &plan.devices {
-                for (&d, (p, bytes)) in devs {
-                    if p.events == i {
-                        devices.push(r.capture(d, p.clone(), Some(*bytes)));
-                    }
-                }
-            }
-        }
-        if let Some(e) = j.events.get(i) {
-            r.step(i, e);
-        }
-    }
-    devices.sort_by_key(|d| d.device);
-    // Each device was captured once: move its history (cut at its point) into it.
-    for d in &mut devices {
-        let st = r.devs.entry(d.device).or_default();
-        let cut = r.cuts.get(&d.device).copied().unwrap_or_default();
-        st.history.truncate(cut.history);
-        st.timeline.truncate(cut.timeline);
-        st.readings.truncate(cut.readings);
-        st.failures.truncate(cut.failures);
-        d.history = std::mem::take(&mut st.history);
-        d.timeline = std::mem::take(&mut st.timeline);
-        d.free_readings = std::mem::take(&mut st.readings)
-            .into_iter()
-            .map(|(t_ns, free_bytes, _)| FreeReading { t_ns, free_bytes })
-            .collect();
-        d.failures = std::mem::take(&mut st.failures);
-    }
-    let (host_pinned, managed, peer, reservations) = process_books.unwrap_or_default();
-    let stages = stage_spans(&spans, &r.clock_at, &plan.process);
-    let h = |k: &str| j.header.get(k).unwrap_or("").to_string();
-    let first_t_ns = j.events.first().map_or(0, |e| e.t_ns);
-    Ok(ProcessSnapshot {
-        journal: j.path.display().to_string(),
-        host: h("host"),
-        pid: books.pid,
-        run_id: h("run_id"),
-        rank: books.rank,
-        start_unix_ns: books.start_unix_ns,
-        start_mono_ns: j
-            .header
-            .get("start_mono_ns")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(first_t_ns),
-        first_t_ns,
-        point: plan.process,
-        stages,
-        devices,
-        host_pinned,
-        managed,
-        peer,
-        reservations,
-        oom,
-        captures: capture_windows(j, last),
-    })
-}
-
-/// Spans up to the point, on the non-decreasing clock.
-fn stage_spans(spans: &[Span], clock_at: &[u64], point: &Point) -> Vec<StageSpan> {
-    let end = point.events;
-    let clock = |i: usize| {
-        clock_at
-            .get(i)
-            .or_else(|| clock_at.last())
-            .copied()
-            .unwrap_or(0)
-    };
-    // A stage's end is where the next one begins, which may be later than the last record
-    // replayed.
-    let end_clock = if end == 0 { clock(0) } else { clock(end - 1) }.max(point.t_ns);
-    let mut out = Vec::new();
-    for (k, s) in spans.iter().enumerate() {
-        // The opening span starts with the first record.
-        let start = if k == 0 { 0 } else { s.index };
-        if k > 0 && start >= end {
-            break;
-        }
-        let stop = spans.get(k + 1).map_or(usize::MAX, |n| n.index);
-        let end_ns = if stop >= end { end_clock } else { clock(stop) };
-        let start_ns = clock(start).min(end_ns);
-        out.push(StageSpan {
-            name: s.name.clone(),
-            start_ns,
-            end_ns,
-        });
-    }
-    out
-}
-
-/// Per device: the highest hooked total and the record that reached it; and the highest sum
-/// over devices. Hooked total = device deltas of the live books + measured context bytes
-/// (the ledger's `peak.total`). A device that never held anything has no peak.
-#[allow(clippy::type_complexity)]
-fn peaks(j: &Journal) -> (BTreeMap<i32, (i64, usize)>, Option<(i64, usize)>) {
-    let mut books = LiveBooks::new();
-    let mut hooked: BTreeMap<i32, i64> = BTreeMap::new();
-    let mut peak: BTreeMap<i32, (i64, usize)> = BTreeMap::new();
-    let mut total = 0i64;
-    let mut total_peak: Option<(i64, usize)> = None;
-    for (i, e) in j.events.iter().enumerate() {
-        let mut moved = |dev: i32, bytes: i64| {
-            let h = hooked.entry(dev).or_default();
-            *h = h.saturating_add(bytes);
-            total = total.saturating_add(bytes);
-            let p = peak.entry(dev).or_insert((0, 0));
-            if *h > p.0 {
-                *p = (*h, i);
-            }
-            if total > total_peak.map_or(0, |p| p.0) {
-                total_peak = Some((total, i));
-            }
-        };
-        if e.kind() == Some(Kind::Context) && e.device >= 0 && e.size > 0 && e.result == 0 {
-            moved(e.device, e.size as i64);
-        }
-        if let Some(d) = books.apply(e) {
-            if d.mem == MemKind::Device && d.device >= 0 {
-                moved(d.device, d.bytes);
-            }
-        }
-    }
-    peak.retain(|_, (b, _)| *b > 0);
-    (peak, total_peak)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramledger_format::Event;
+    use crate::ledger;
+    use vramledger_format::{Event, Kind};
 
     fn ev(kind: Kind, text: &str) -> Event {
         Event {

@@ -10,13 +10,18 @@
 //!
 //! Pure data in, pure data out: no file is read here (see [`crate::journal`]).
 
+pub mod books;
 pub mod boundaries;
 pub mod cross_rank;
+pub mod index;
 pub mod owners;
+pub mod peaks;
 pub mod points;
 pub mod pools;
 pub mod process;
 pub mod rank;
+pub mod records;
+pub mod replay;
 pub mod samples;
 
 use crate::journal::Journal;

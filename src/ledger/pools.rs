@@ -13,11 +13,18 @@
 //! torch does not list, is a [`Mismatch`].
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
+use std::ops::ControlFlow;
 
+use vramledger_format::live::AddrHasher;
 use vramledger_format::record::flags;
-use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner, POOL_UNKNOWN};
+use vramledger_format::{Event, Kind, MemKind, Owner};
 
+use super::index::Index;
+use super::replay::{Now, Observer, Rec};
 use crate::journal::Journal;
+
+type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
 
 /// Which pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -138,18 +145,8 @@ fn torchs(owner: Owner) -> bool {
     matches!(owner, Owner::Torch | Owner::TorchGraphPool)
 }
 
-/// The pools that captures named only at their end: window serial → pool id (from the
-/// journal's `pool_end` records). With [`pool_of`], what any output needs to show pool ids.
-pub fn capture_pools(j: &Journal) -> HashMap<u64, (u64, u64)> {
-    j.events
-        .iter()
-        .filter(|e| e.kind() == Some(Kind::PoolEnd) && e.handle != 0 && e.arg0 != POOL_UNKNOWN)
-        .map(|e| (e.handle, (e.arg0, e.arg1)))
-        .collect()
-}
-
-/// The pool of an allocation record by PyTorch (`torch` or `torch_graph_pool`), given
-/// [`capture_pools`].
+/// The pool of an allocation record by PyTorch (`torch` or `torch_graph_pool`), given the
+/// pools captures named at their end ([`Index::capture_pools`]).
 pub fn pool_of(e: &Event, named: &HashMap<u64, (u64, u64)>) -> PoolKey {
     if e.owner() == Owner::Torch {
         return PoolKey::Default;
@@ -176,9 +173,8 @@ struct Piece {
 
 #[derive(Default)]
 struct Pass {
-    books: LiveBooks,
-    blocks: HashMap<u64, Piece>,
-    handles: HashMap<u64, Piece>,
+    blocks: AddrMap<Piece>,
+    handles: AddrMap<Piece>,
     maps: BTreeMap<u64, (u64, u64)>,
     held: BTreeMap<(i32, PoolKey), (i64, i64, u64)>,
 }
@@ -195,9 +191,8 @@ impl Pass {
         };
     }
 
-    fn apply(&mut self, e: &Event, named: &HashMap<u64, (u64, u64)>) {
-        let kind = e.kind();
-        let delta = self.books.apply(e);
+    fn apply(&mut self, r: &Rec<'_>, named: &HashMap<u64, (u64, u64)>) {
+        let (e, kind, delta) = (r.e, r.kind, r.delta);
         if e.result != 0 {
             return;
         }
@@ -252,7 +247,7 @@ impl Pass {
             _ => Vec::new(),
         };
         for h in candidates {
-            if self.books.handle_info(h).is_some() {
+            if r.books.handle_info(h).is_some() {
                 continue;
             }
             if let Some(p) = self.handles.remove(&h) {
@@ -281,7 +276,7 @@ impl Pass {
 /// One torch snapshot: (device, address, bytes, pool).
 type Segments = Vec<(i32, u64, u64, PoolKey)>;
 
-fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> SnapshotCheck {
+fn check(pass: &Pass, ix: &Index, snap: u64, t_ns: u64, segs: &Segments) -> SnapshotCheck {
     let pieces = pass.pieces();
     let mut plugged = 0u64;
     let mut covered: Vec<u64> = Vec::new();
@@ -316,7 +311,7 @@ fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> Sna
                 books_owner: first.map(|p| p.owner),
                 books_pool: first.filter(|p| torchs(p.owner)).map(|p| p.key),
                 books_bytes: held,
-                module: first.map_or_else(String::new, |p| j.module_name(p.module).to_string()),
+                module: first.map_or_else(String::new, |p| ix.module_name(p.module).to_string()),
             });
         }
     }
@@ -331,7 +326,7 @@ fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> Sna
                 books_owner: Some(p.owner),
                 books_pool: Some(p.key),
                 books_bytes: *size,
-                module: j.module_name(p.module).to_string(),
+                module: ix.module_name(p.module).to_string(),
             });
         }
     }
@@ -345,74 +340,124 @@ fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> Sna
     }
 }
 
-/// Replays one journal's pools.
-pub fn replay(j: &Journal) -> TorchPools {
-    // First pass: capture pools named at their end, hooks, and torch's snapshots.
-    let named = capture_pools(j);
-    let mut out = TorchPools::default();
-    let mut last_snapshot: Option<(u64, usize)> = None; // (number, index of its first record)
-    for (i, e) in j.events.iter().enumerate() {
-        match e.kind() {
-            Some(Kind::PoolBegin) => out.windows += 1,
-            Some(Kind::PoolHooks) => out.hooks = Some(e.text.clone()),
-            Some(Kind::TorchSegment) if last_snapshot.is_none_or(|(n, _)| n != e.handle) => {
-                last_snapshot = Some((e.handle, i));
-            }
-            _ => {}
+/// torch's snapshot being read: its number, time, and segments so far.
+struct Reading {
+    snap: u64,
+    t_ns: u64,
+    segs: Segments,
+}
+
+/// The pools observer: bytes per pool, and the books at torch's last snapshot.
+pub struct Pools<'a> {
+    ix: &'a Index,
+    pass: Pass,
+    reading: Option<Reading>,
+    torch_side: BTreeMap<(i32, PoolKey), (u64, u64)>,
+    check: Option<SnapshotCheck>,
+}
+
+impl<'a> Pools<'a> {
+    pub fn new(ix: &'a Index) -> Pools<'a> {
+        Pools {
+            ix,
+            pass: Pass::default(),
+            reading: None,
+            torch_side: BTreeMap::new(),
+            check: None,
         }
     }
-    // Second pass: bytes per pool, and the books at the last snapshot.
-    let mut pass = Pass::default();
-    let mut torch_side: BTreeMap<(i32, PoolKey), (u64, u64)> = BTreeMap::new();
-    for (i, e) in j.events.iter().enumerate() {
-        if let Some((snap, first)) = last_snapshot {
-            if i == first {
-                let segs: Segments = j.events[i..]
-                    .iter()
-                    .take_while(|s| s.kind() == Some(Kind::TorchSegment) && s.handle == snap)
-                    .map(|s| (s.device, s.addr, s.size, PoolKey::of_torch(s.arg0, s.arg1)))
-                    .collect();
-                for &(d, _, size, pool) in &segs {
-                    let t = torch_side.entry((d, pool)).or_default();
-                    t.0 = t.0.saturating_add(size);
-                    t.1 = t.1.saturating_add(1);
-                }
-                out.check = Some(check(&pass, j, snap, e.t_ns, &segs));
-            }
+
+    /// The snapshot's records are over: check it against the books as they stood at its
+    /// first record (its own records change nothing).
+    fn close_snapshot(&mut self) {
+        let Some(r) = self.reading.take() else {
+            return;
+        };
+        for &(d, _, size, pool) in &r.segs {
+            let t = self.torch_side.entry((d, pool)).or_default();
+            t.0 = t.0.saturating_add(size);
+            t.1 = t.1.saturating_add(1);
         }
-        pass.apply(e, &named);
+        self.check = Some(check(&self.pass, self.ix, r.snap, r.t_ns, &r.segs));
     }
-    let mut rows: BTreeMap<(i32, PoolKey), PoolRow> = BTreeMap::new();
-    for (&(device, key), &(live, peak, blocks)) in &pass.held {
-        rows.insert(
-            (device, key),
-            PoolRow {
+
+    /// The pools of the process.
+    pub fn finish(mut self) -> TorchPools {
+        self.close_snapshot();
+        let mut rows: BTreeMap<(i32, PoolKey), PoolRow> = BTreeMap::new();
+        for (&(device, key), &(live, peak, blocks)) in &self.pass.held {
+            rows.insert(
+                (device, key),
+                PoolRow {
+                    device,
+                    key: Some(key),
+                    live,
+                    peak,
+                    blocks,
+                    ..PoolRow::default()
+                },
+            );
+        }
+        for (&(device, key), &(bytes, segments)) in &self.torch_side {
+            let r = rows.entry((device, key)).or_insert_with(|| PoolRow {
                 device,
                 key: Some(key),
-                live,
-                peak,
-                blocks,
                 ..PoolRow::default()
-            },
-        );
-    }
-    for (&(device, key), &(bytes, segments)) in &torch_side {
-        let r = rows.entry((device, key)).or_insert_with(|| PoolRow {
-            device,
-            key: Some(key),
-            ..PoolRow::default()
-        });
-        r.torch_bytes = Some(bytes);
-        r.torch_segments = Some(segments);
-    }
-    if out.check.is_some() {
-        for r in rows.values_mut() {
-            r.torch_bytes.get_or_insert(0);
-            r.torch_segments.get_or_insert(0);
+            });
+            r.torch_bytes = Some(bytes);
+            r.torch_segments = Some(segments);
+        }
+        if self.check.is_some() {
+            for r in rows.values_mut() {
+                r.torch_bytes.get_or_insert(0);
+                r.torch_segments.get_or_insert(0);
+            }
+        }
+        TorchPools {
+            hooks: self.ix.pool_hooks.clone(),
+            windows: self.ix.pool_windows,
+            rows: rows.into_values().collect(),
+            check: self.check,
         }
     }
-    out.rows = rows.into_values().collect();
-    out
+}
+
+impl Observer for Pools<'_> {
+    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        if let Some((snap, first)) = self.ix.last_torch_snapshot {
+            if r.index == first {
+                self.reading = Some(Reading {
+                    snap,
+                    t_ns: r.e.t_ns,
+                    segs: Vec::new(),
+                });
+            }
+            let part = r.kind == Some(Kind::TorchSegment) && r.e.handle == snap;
+            match &mut self.reading {
+                Some(s) if part => {
+                    let e = r.e;
+                    s.segs
+                        .push((e.device, e.addr, e.size, PoolKey::of_torch(e.arg0, e.arg1)));
+                }
+                Some(_) => self.close_snapshot(),
+                None => {}
+            }
+        }
+        self.pass.apply(r, &self.ix.capture_pools);
+        ControlFlow::Continue(())
+    }
+
+    fn end(&mut self, _now: &Now<'_>) {
+        self.close_snapshot();
+    }
+}
+
+/// Replays one journal's pools.
+pub fn replay(j: &Journal) -> TorchPools {
+    let ix = Index::scan(j);
+    let mut pools = Pools::new(&ix);
+    super::replay::run(j, &ix, &mut pools);
+    pools.finish()
 }
 
 #[cfg(test)]
