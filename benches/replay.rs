@@ -16,8 +16,15 @@ use vramledger::{journal, ledger};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let n: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(2_000_000);
-    let rounds = if args.iter().any(|a| a == "--once") { 1 } else { 5 };
+    let n: usize = args
+        .iter()
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2_000_000);
+    let rounds = if args.iter().any(|a| a == "--once") {
+        1
+    } else {
+        5
+    };
     let bytes = support::format1_bytes(n, 0x5EED);
     let mut best = f64::INFINITY;
     let (mut best_parse, mut best_books) = (f64::INFINITY, f64::INFINITY);

@@ -77,8 +77,14 @@ fn main() {
     let j = journal.to_str().expect("utf-8 path");
     let out = |name: &str| dir.join(name).to_str().expect("utf-8 path").to_string();
     measure("report", &["report", j, "-o", &out("r.txt"), "--force"]);
-    measure("report --json", &["report", "--json", j, "-o", &out("r.json"), "--force"]);
-    measure("report --html", &["report", "--html", j, "-o", &out("r.html"), "--force"]);
+    measure(
+        "report --json",
+        &["report", "--json", j, "-o", &out("r.json"), "--force"],
+    );
+    measure(
+        "report --html",
+        &["report", "--html", j, "-o", &out("r.html"), "--force"],
+    );
     measure(
         "snapshot --at-peak",
         &["snapshot", "--at-peak", j, "-o", &out("s.json"), "--force"],

@@ -246,11 +246,26 @@ pub fn generate(n: usize, seed: u64, emit: &mut dyn FnMut(&Event)) {
     };
     g.stage(0, "startup", None);
     for (id, path) in [
-        (1, "/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so"),
-        (2, "/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.13"),
-        (3, "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"),
-        (4, "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so"),
-        (5, "/venv/lib/python3.12/site-packages/sgl_kernel/common_ops.so"),
+        (
+            1,
+            "/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so",
+        ),
+        (
+            2,
+            "/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.13",
+        ),
+        (
+            3,
+            "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
+        ),
+        (
+            4,
+            "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",
+        ),
+        (
+            5,
+            "/venv/lib/python3.12/site-packages/sgl_kernel/common_ops.so",
+        ),
     ] {
         let mut e = g.event(Kind::Module, Api::None);
         e.module = id;
