@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
-use crate::journal::{self, Journal};
+use crate::journal;
 use crate::output::report_text::Units;
-use crate::{ledger, output, run};
+use crate::{output, run, run_replay};
 
 mod export;
 mod metrics;
@@ -237,31 +237,22 @@ fn dump(path: &Path, as_text: bool) -> i32 {
     }
 }
 
-/// Reads every journal under `path` (only those of `run_id` when given) under the journal
-/// policy: unreadable files are reported and skipped; the flag says whether any input was bad.
-fn load(path: &Path, run_id: Option<&str>) -> Result<(Vec<Journal>, bool), String> {
-    let loaded = journal::load(path)?;
-    for e in &loaded.unreadable {
-        eprintln!("vramledger: {e}");
-    }
-    let mut bad = !loaded.unreadable.is_empty();
-    let mut out = Vec::new();
-    for j in loaded.journals {
-        if run_id.is_some_and(|id| j.header.get("run_id") != Some(id)) {
-            continue;
-        }
-        bad |= j.corrupt;
-        out.push(j);
-    }
-    Ok((out, bad))
-}
-
 fn report(path: &Path, json: bool, bytes: bool, run_id: Option<&str>) -> i32 {
-    let (journals, bad) = match load(path, run_id) {
-        Ok(x) => x,
+    // Every journal under `path` (only those of `run_id` when given), replayed one at a time
+    // under the journal policy: unreadable files are reported and skipped.
+    let want = run_replay::Want {
+        run_id,
+        timeline_points: None,
+    };
+    let read = match run_replay::books(path, want) {
+        Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let books = ledger::build(&journals);
+    for e in &read.unreadable {
+        eprintln!("vramledger: {e}");
+    }
+    let bad = read.damaged();
+    let books = read.books;
     for w in &books.warnings {
         eprintln!("vramledger: warning: {w}");
     }

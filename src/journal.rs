@@ -14,6 +14,7 @@ pub mod follow;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use vramledger_format::frame::{
@@ -110,9 +111,13 @@ impl Journal {
 
 /// Reads a journal file.
 pub fn read(path: &Path) -> Result<Journal, ReadError> {
-    let bytes =
-        crate::infile::read(path, crate::infile::Kind::Journal).map_err(ReadError::Input)?;
-    parse(path, &bytes)
+    parse(path, &read_bytes(path)?)
+}
+
+/// The bytes of a journal file, read under the input rules (a regular file, within the
+/// journal size limit).
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    crate::infile::read(path, crate::infile::Kind::Journal).map_err(ReadError::Input)
 }
 
 /// The chunk size of the shim's writer (4 MiB).
@@ -120,6 +125,24 @@ const OLD_WRITER_CHUNK: usize = 4 << 20;
 
 /// Decodes journal bytes.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
+    // Most records are 104 bytes on disk: reserve once instead of growing.
+    let mut events = Vec::with_capacity(bytes.len() / 104);
+    let mut j = parse_each(path, bytes, &mut |e| {
+        events.push(e);
+        ControlFlow::Continue(())
+    })?;
+    j.events = events;
+    Ok(j)
+}
+
+/// Decodes journal bytes, handing each event to `each` in file order instead of keeping it
+/// (the same events [`parse`] keeps, under the same policy); stops where `each` breaks. The
+/// journal returned holds the header, modules, stage names, warnings and damage, no events.
+pub fn parse_each(
+    path: &Path,
+    bytes: &[u8],
+    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+) -> Result<Journal, ReadError> {
     let mut j = Journal {
         path: path.to_path_buf(),
         ..Journal::default()
@@ -142,8 +165,6 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     // Earlier writers padded only up to a 4 MiB chunk boundary and left the tail of the
     // straddling reservation as zeros: those zeros right after such a padding are no loss.
     let mut padded_to_chunk = false;
-    // Most records are 104 bytes on disk: reserve once instead of growing.
-    j.events.reserve(bytes.len() / 104);
     while at + 8 <= bytes.len() {
         match decode_frame(&bytes[at..]) {
             Ok((PADDING_KIND, _, used)) => {
@@ -172,7 +193,12 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                     continue;
                 }
                 match Event::decode(kind, payload) {
-                    Some(e) => j.take(e),
+                    Some(e) => {
+                        let e = j.admit(e);
+                        if each(e).is_break() {
+                            return Ok(j);
+                        }
+                    }
                     None => j.warnings.push(format!(
                         "{}: record at offset {} is too short for its kind",
                         path.display(),
@@ -245,7 +271,14 @@ fn resync(bytes: &[u8], from: usize) -> Option<usize> {
 pub const MAX_DEVICE: i32 = 4095;
 
 impl Journal {
-    fn take(&mut self, mut e: Event) {
+    fn take(&mut self, e: Event) {
+        let e = self.admit(e);
+        self.events.push(e);
+    }
+
+    /// An event as this reader keeps it: an implausible device read as unknown; module and
+    /// stage names noted.
+    fn admit(&mut self, mut e: Event) -> Event {
         if !(-1..=MAX_DEVICE).contains(&e.device) {
             if !self
                 .warnings
@@ -270,7 +303,7 @@ impl Journal {
             }
             _ => {}
         }
-        self.events.push(e);
+        e
     }
 }
 

@@ -3,13 +3,11 @@
 //! [`crate::fsout`]: an existing file is never replaced without `--force`, and nothing but a
 //! regular file ever is; `-o -` is stdout.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::cli::EXIT_BAD_INPUT;
-use crate::journal::{self, Journal};
 use crate::output::report_text::Units;
-use crate::{fsout, ledger, output, timeline};
+use crate::{fsout, output, run_replay};
 
 /// Points per device in the HTML timeline (the SVG stays small; peaks are kept).
 pub const TIMELINE_POINTS: usize = 2000;
@@ -22,17 +20,6 @@ pub enum Format {
     Html,
 }
 
-/// Reads every journal under `path` under the journal policy; unreadable ones are reported
-/// and skipped (the flag says so), as `vramledger report` does.
-fn load(path: &Path) -> Result<(Vec<Journal>, bool), String> {
-    let loaded = journal::load(path)?;
-    for e in &loaded.unreadable {
-        eprintln!("vramledger: {e}");
-    }
-    let bad = loaded.damaged();
-    Ok((loaded.journals, bad))
-}
-
 /// Renders the report of `path` in `format` into `out`; returns the exit code.
 pub fn command(path: &Path, format: Format, bytes: bool, out: &Path, force: bool) -> i32 {
     let fail = |e: String| {
@@ -43,11 +30,21 @@ pub fn command(path: &Path, format: Format, bytes: bool, out: &Path, force: bool
     if let Err(e) = fsout::check(out, force) {
         return fail(e);
     }
-    let (journals, bad) = match load(path) {
-        Ok(x) => x,
+    // Every journal under `path`, replayed one at a time under the journal policy:
+    // unreadable ones are reported and skipped (the exit code says so).
+    let want = run_replay::Want {
+        run_id: None,
+        timeline_points: (format == Format::Html).then_some(TIMELINE_POINTS),
+    };
+    let read = match run_replay::books(path, want) {
+        Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let books = ledger::build(&journals);
+    for e in &read.unreadable {
+        eprintln!("vramledger: {e}");
+    }
+    let bad = read.damaged();
+    let books = read.books;
     for w in &books.warnings {
         eprintln!("vramledger: warning: {w}");
     }
@@ -60,18 +57,7 @@ pub fn command(path: &Path, format: Format, bytes: bool, out: &Path, force: bool
             s
         }
         Format::Text => output::report_text::render(&books, units),
-        Format::Html => {
-            let timelines: BTreeMap<String, Vec<timeline::DeviceTimeline>> = journals
-                .iter()
-                .map(|j| {
-                    (
-                        j.path.display().to_string(),
-                        timeline::replay(j, TIMELINE_POINTS),
-                    )
-                })
-                .collect();
-            output::html::render(&books, &timelines, units)
-        }
+        Format::Html => output::html::render(&books, &read.timelines, units),
     };
     match fsout::write(out, text.as_bytes(), force) {
         Ok(fsout::Written::File) => eprintln!("vramledger: wrote {}", out.display()),

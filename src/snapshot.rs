@@ -22,6 +22,8 @@ use std::fmt;
 use vramledger_format::{MemKind, Owner};
 
 use crate::journal::Journal;
+use crate::ledger::index::Index;
+use crate::ledger::records::Records;
 use crate::ledger::OwnerBytes;
 
 mod capture;
@@ -397,24 +399,74 @@ pub fn take(journals: &[Journal], at: &At) -> Result<Snapshot, SnapshotError> {
 
 /// Takes a snapshot of every journal at `at`, keeping `detail` besides the live allocations.
 pub fn take_with(journals: &[Journal], at: &At, detail: Detail) -> Result<Snapshot, SnapshotError> {
+    let taken = journals
+        .iter()
+        .map(|j| Taken {
+            warnings: j.warnings.clone(),
+            ..take_one(j, &Index::scan(j), at, detail)
+        })
+        .collect();
+    collect(taken, at)
+}
+
+/// One journal's part of a snapshot: its process at the point, or why it is left out.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    pub journal: String,
+    pub pid: u32,
+    pub process: Result<ProcessSnapshot, String>,
+    /// Its stage names, in order.
+    pub stages: Vec<String>,
+    /// The journal's own warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The snapshot of one journal (indexed as `ix`) at `at`.
+pub fn take_one<R: Records>(r: &R, ix: &Index, at: &At, detail: Detail) -> Taken {
+    Taken {
+        journal: r.path().display().to_string(),
+        pid: r
+            .header()
+            .get("pid")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        process: point::take_process(r, ix, at, detail),
+        stages: ix.boundaries.iter().map(|b| b.name.clone()).collect(),
+        // The caller's: the source's reader knows them.
+        warnings: Vec::new(),
+    }
+}
+
+/// The run's snapshot from each journal's part, in journal order.
+pub fn collect(taken: Vec<Taken>, at: &At) -> Result<Snapshot, SnapshotError> {
     let mut processes = Vec::new();
     let mut skipped = Vec::new();
-    for j in journals {
-        match point::take_process(j, at, detail) {
+    let mut warnings = Vec::new();
+    let mut known = Vec::new();
+    let mut seen = BTreeSet::new();
+    let any = !taken.is_empty();
+    for t in taken {
+        for name in t.stages {
+            if seen.insert(name.clone()) {
+                known.push(name);
+            }
+        }
+        warnings.extend(t.warnings);
+        match t.process {
             Ok(p) => processes.push(p),
             Err(reason) => skipped.push(Skipped {
-                journal: j.path.display().to_string(),
-                pid: j.pid().unwrap_or(0),
+                journal: t.journal,
+                pid: t.pid,
                 reason,
             }),
         }
     }
-    if processes.is_empty() && !journals.is_empty() {
+    if processes.is_empty() && any {
         match at {
             At::Stage(stage) => {
                 return Err(SnapshotError::UnknownStage {
                     stage: stage.clone(),
-                    known: stage_names(journals),
+                    known,
                 })
             }
             At::Oom => return Err(SnapshotError::NoOom),
@@ -435,10 +487,6 @@ pub fn take_with(journals: &[Journal], at: &At, detail: Detail) -> Result<Snapsh
                 b.pid,
             ))
     });
-    let warnings = journals
-        .iter()
-        .flat_map(|j| j.warnings.iter().cloned())
-        .collect();
     Ok(Snapshot {
         at: at.clone(),
         processes,

@@ -1,5 +1,7 @@
 //! What the benchmarks share: the synthetic run ([`run`]) and its journal bytes.
 
+#![allow(dead_code)] // each bench uses part of it
+
 pub mod run;
 
 use std::io::Write;

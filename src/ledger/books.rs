@@ -74,6 +74,8 @@ impl DevState {
 pub struct Books<'a> {
     ix: &'a Index,
     devs: Vec<DevState>,
+    /// The device of the last record (most records are on the same one).
+    last: usize,
     /// Inside the block of samples right after a stage record.
     in_block: bool,
     pub host: LivePeak,
@@ -97,6 +99,7 @@ impl<'a> Books<'a> {
         Books {
             ix,
             devs: Vec::new(),
+            last: 0,
             in_block: false,
             host: LivePeak::default(),
             managed: LivePeak::default(),
@@ -107,16 +110,19 @@ impl<'a> Books<'a> {
         }
     }
 
+    #[inline]
     fn dev(&mut self, device: i32) -> &mut DevState {
-        let i = match self.devs.iter().position(|d| d.device == device) {
-            Some(i) => i,
-            None => {
-                self.devs
-                    .push(DevState::new(device, self.ix.boundaries.len()));
-                self.devs.len() - 1
-            }
-        };
-        &mut self.devs[i]
+        if self.devs.get(self.last).is_none_or(|d| d.device != device) {
+            self.last = match self.devs.iter().position(|d| d.device == device) {
+                Some(i) => i,
+                None => {
+                    self.devs
+                        .push(DevState::new(device, self.ix.boundaries.len()));
+                    self.devs.len() - 1
+                }
+            };
+        }
+        &mut self.devs[self.last]
     }
 }
 

@@ -224,6 +224,11 @@ pub struct Scan {
     rising: Rising,
     /// Records seen.
     seen: usize,
+    /// What the current stage lets records do: an NCCL event may open `dist_init` (the
+    /// stage is `startup` and yields to API events); a printed loading time may place
+    /// `weight_load` before it (so its rising times are kept).
+    opens_dist_init: bool,
+    keeps_times: bool,
 }
 
 impl Scan {
@@ -306,24 +311,46 @@ impl Scan {
 
     /// Takes record `i` (records come in journal order, each once).
     pub fn step(&mut self, i: usize, e: &Event) {
+        self.step_kind(i, e, e.kind());
+    }
+
+    /// [`Scan::step`] for a record whose kind the caller has read.
+    #[inline]
+    pub fn step_kind(&mut self, i: usize, e: &Event, kind: Option<Kind>) {
         self.seen = i + 1;
         if let Some((end, after @ None)) = &mut self.last_capture_end {
             if *end + 1 == i {
                 *after = Some(e.t_ns);
             }
         }
-        self.rules(i, e);
-        // The time index of the current stage: its first record's time, then rising times.
-        if self.current().index == i {
-            self.rising.clear();
-            self.current_t = e.t_ns;
-        } else {
+        // Most records (allocations and frees past startup) can set nothing.
+        let may_set = self.out.is_empty()
+            || self.opens_dist_init
+            || matches!(
+                kind,
+                Some(Kind::Stage | Kind::CaptureBegin | Kind::CaptureEnd)
+            );
+        if may_set {
+            self.rules(i, e, kind);
+            let cur = self.current();
+            let yields = cur.set_by.yields_to_api();
+            let (startup, loading, at_i) =
+                (cur.name == st::STARTUP, cur.name == st::WEIGHT_LOAD, cur.index == i);
+            self.opens_dist_init = yields && startup;
+            self.keeps_times = yields && !loading;
+            // The time index of the current stage: its first record's time, then rising times.
+            if at_i {
+                self.rising.clear();
+                self.current_t = e.t_ns;
+                return;
+            }
+        }
+        if self.keeps_times {
             self.rising.offer(i, e.t_ns);
         }
     }
 
-    fn rules(&mut self, i: usize, e: &Event) {
-        let kind = e.kind();
+    fn rules(&mut self, i: usize, e: &Event, kind: Option<Kind>) {
         if kind == Some(Kind::Stage) {
             self.stage_record(i, e);
             return;

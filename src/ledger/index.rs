@@ -51,18 +51,21 @@ impl Index {
         };
         let mut scan = Scan::default();
         let mut i = 0usize;
+        let (mut min_t, mut max_t) = (u64::MAX, 0u64);
         r.walk(|e| {
-            scan.step(i, e);
-            x.rank.step(e);
-            x.first_t.get_or_insert(e.t_ns);
+            let kind = e.kind();
+            scan.step_kind(i, e, kind);
+            if i == 0 {
+                x.first_t = Some(e.t_ns);
+            }
             x.last_t = Some(e.t_ns);
-            if e.t_ns > 0 && x.min_t.is_none_or(|m| e.t_ns < m) {
-                x.min_t = Some(e.t_ns);
+            if e.t_ns > 0 {
+                min_t = min_t.min(e.t_ns);
             }
-            if x.max_t.is_none_or(|m| e.t_ns > m) {
-                x.max_t = Some(e.t_ns);
-            }
-            match e.kind() {
+            max_t = max_t.max(e.t_ns);
+            match kind {
+                Some(Kind::Alloc | Kind::Free) => {}
+                Some(Kind::Stage) => x.rank.stage(e),
                 Some(Kind::Module) if known.is_none() => {
                     x.modules.insert(e.module, e.text.clone());
                 }
@@ -87,6 +90,8 @@ impl Index {
             ControlFlow::Continue(())
         });
         x.records = i;
+        x.min_t = (min_t != u64::MAX).then_some(min_t);
+        x.max_t = (i > 0).then_some(max_t);
         x.boundaries = scan.finish();
         x
     }

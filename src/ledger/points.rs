@@ -18,6 +18,7 @@ struct Before<F> {
 }
 
 impl<F: FnMut(usize, &OwnerBytes)> Observer for Before<F> {
+    const BEFORE: bool = true;
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         let held = now.devices.get(self.device).map(|h| h.by_owner);
         (self.f)(now.index, &held.unwrap_or_default());

@@ -18,7 +18,7 @@ use std::ops::ControlFlow;
 
 use vramledger_format::live::AddrHasher;
 use vramledger_format::record::flags;
-use vramledger_format::{Event, Kind, MemKind, Owner};
+use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
 
 use super::index::Index;
 use super::replay::{Now, Observer, Rec};
@@ -171,98 +171,125 @@ struct Piece {
     module: u32,
 }
 
+/// What the pools need beyond the live books: the pool of each graph-pool block (a torch
+/// block is in the default pool), VMM handles and their mappings, and bytes per pool.
 #[derive(Default)]
 struct Pass {
-    blocks: AddrMap<Piece>,
+    graph_keys: AddrMap<PoolKey>,
     handles: AddrMap<Piece>,
     maps: BTreeMap<u64, (u64, u64)>,
-    held: BTreeMap<(i32, PoolKey), (i64, i64, u64)>,
+    /// (device, pool) → (live, peak, blocks); few keys: a short list.
+    held: Vec<((i32, PoolKey), (i64, i64, u64))>,
 }
 
 impl Pass {
-    fn moved(&mut self, p: &Piece, bytes: i64) {
-        let slot = self.held.entry((p.device, p.key)).or_default();
+    fn moved(&mut self, device: i32, key: PoolKey, bytes: i64, blocks: i64) {
+        let i = match self.held.iter().position(|(k, _)| *k == (device, key)) {
+            Some(i) => i,
+            None => {
+                self.held.push(((device, key), (0, 0, 0)));
+                self.held.len() - 1
+            }
+        };
+        let slot = &mut self.held[i].1;
         slot.0 = slot.0.saturating_add(bytes);
         slot.1 = slot.1.max(slot.0);
-        slot.2 = if bytes > 0 {
-            slot.2.saturating_add(1)
-        } else {
-            slot.2.saturating_sub(1)
-        };
+        slot.2 = slot.2.saturating_add_signed(blocks);
     }
 
+    /// Takes one record, after the live books took it: bytes per pool move with the books'
+    /// device deltas of PyTorch's owners.
     fn apply(&mut self, r: &Rec<'_>, named: &HashMap<u64, (u64, u64)>) {
-        let (e, kind, delta) = (r.e, r.kind, r.delta);
+        let (e, kind) = (r.e, r.kind);
         if e.result != 0 {
             return;
         }
-        let piece = |e: &Event| Piece {
-            device: e.device,
-            size: e.size,
-            owner: e.owner(),
-            key: pool_of(e, named),
-            module: e.module,
-        };
+        let device_delta = r.delta.filter(|d| d.mem == MemKind::Device);
         match kind {
-            Some(Kind::Alloc) if delta.is_some() && e.mem() == MemKind::Device => {
-                let p = piece(e);
-                if torchs(p.owner) {
-                    self.moved(&p, signed(p.size));
+            Some(Kind::Alloc) => {
+                let Some(d) = device_delta.filter(|d| torchs(d.owner)) else {
+                    return;
+                };
+                let key = pool_of(e, named);
+                if d.owner == Owner::TorchGraphPool {
+                    self.graph_keys.insert(e.addr, key);
                 }
-                if let Some(old) = self.blocks.insert(e.addr, p) {
-                    if torchs(old.owner) {
-                        self.moved(&old, -signed(old.size));
-                    }
-                }
+                self.moved(d.device, key, d.bytes, 1);
             }
             Some(Kind::Free) => {
-                if let Some(old) = self.blocks.remove(&e.addr) {
-                    if torchs(old.owner) && delta.is_some() {
-                        self.moved(&old, -signed(old.size));
-                    }
-                }
+                let Some(d) = device_delta.filter(|d| torchs(d.owner)) else {
+                    return;
+                };
+                let key = match d.owner {
+                    Owner::Torch => PoolKey::Default,
+                    _ => self
+                        .graph_keys
+                        .remove(&e.addr)
+                        .unwrap_or(PoolKey::Unknown),
+                };
+                self.moved(d.device, key, d.bytes, -1);
             }
             Some(Kind::VmmCreate) if e.mem() == MemKind::Device && e.handle != 0 => {
-                let p = piece(e);
+                let p = Piece {
+                    device: e.device,
+                    size: e.size,
+                    owner: e.owner(),
+                    key: pool_of(e, named),
+                    module: e.module,
+                };
                 if torchs(p.owner) {
-                    self.moved(&p, signed(p.size));
+                    self.moved(p.device, p.key, signed(p.size), 1);
                 }
                 self.handles.insert(e.handle, p);
             }
             Some(Kind::VmmMap) => {
                 self.maps.insert(e.addr, (e.handle, e.size));
             }
-            _ => {}
-        }
-        // A handle's memory is gone when the books say so (its last release or unmap).
-        let candidates: Vec<u64> = match kind {
-            Some(Kind::VmmRelease) => vec![e.handle],
+            // A handle's memory is gone when the books say so (its last release or unmap).
+            Some(Kind::VmmRelease) => self.handle_gone(e.handle, r),
             Some(Kind::VmmUnmap) => {
                 let end = e.addr.saturating_add(e.size.max(1));
                 let gone: Vec<u64> = self.maps.range(e.addr..end).map(|(&a, _)| a).collect();
-                gone.iter()
-                    .filter_map(|a| self.maps.remove(a).map(|(h, _)| h))
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
-        for h in candidates {
-            if r.books.handle_info(h).is_some() {
-                continue;
-            }
-            if let Some(p) = self.handles.remove(&h) {
-                if torchs(p.owner) {
-                    self.moved(&p, -(signed(p.size)));
+                for a in gone {
+                    if let Some((h, _)) = self.maps.remove(&a) {
+                        self.handle_gone(h, r);
+                    }
                 }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_gone(&mut self, h: u64, r: &Rec<'_>) {
+        if r.books.handle_info(h).is_some() {
+            return;
+        }
+        if let Some(p) = self.handles.remove(&h) {
+            if torchs(p.owner) {
+                self.moved(p.device, p.key, -(signed(p.size)), -1);
             }
         }
     }
 
     /// Device memory with an address, now: (address, bytes, piece).
-    fn pieces(&self) -> BTreeMap<u64, (u64, Piece)> {
+    fn pieces(&self, books: &LiveBooks) -> BTreeMap<u64, (u64, Piece)> {
         let mut out: BTreeMap<u64, (u64, Piece)> = BTreeMap::new();
-        for (&a, p) in &self.blocks {
-            out.insert(a, (p.size, p.clone()));
+        for (a, is_vmm, device, owner, mem, size, module) in books.live_items() {
+            if is_vmm || mem != MemKind::Device {
+                continue;
+            }
+            let key = match owner {
+                Owner::Torch => PoolKey::Default,
+                _ => self.graph_keys.get(&a).copied().unwrap_or(PoolKey::Unknown),
+            };
+            let p = Piece {
+                device,
+                size,
+                owner,
+                key,
+                module,
+            };
+            out.insert(a, (size, p));
         }
         for (&a, &(h, size)) in &self.maps {
             if let Some(p) = self.handles.get(&h) {
@@ -276,8 +303,10 @@ impl Pass {
 /// One torch snapshot: (device, address, bytes, pool).
 type Segments = Vec<(i32, u64, u64, PoolKey)>;
 
-fn check(pass: &Pass, ix: &Index, snap: u64, t_ns: u64, segs: &Segments) -> SnapshotCheck {
-    let pieces = pass.pieces();
+/// Pieces of device memory by address, and torch's segments, compared.
+type Pieces = BTreeMap<u64, (u64, Piece)>;
+
+fn check(pieces: &Pieces, ix: &Index, snap: u64, t_ns: u64, segs: &Segments) -> SnapshotCheck {
     let mut plugged = 0u64;
     let mut covered: Vec<u64> = Vec::new();
     let mut mismatches = Vec::new();
@@ -316,7 +345,7 @@ fn check(pass: &Pass, ix: &Index, snap: u64, t_ns: u64, segs: &Segments) -> Snap
         }
     }
     covered.sort_unstable();
-    for (&a, (size, p)) in &pieces {
+    for (&a, (size, p)) in pieces {
         if torchs(p.owner) && covered.binary_search(&a).is_err() {
             mismatches.push(Mismatch {
                 device: p.device,
@@ -340,11 +369,13 @@ fn check(pass: &Pass, ix: &Index, snap: u64, t_ns: u64, segs: &Segments) -> Snap
     }
 }
 
-/// torch's snapshot being read: its number, time, and segments so far.
+/// torch's snapshot being read: its number, time, segments so far, and the books' pieces
+/// as they stood at its first record.
 struct Reading {
     snap: u64,
     t_ns: u64,
     segs: Segments,
+    pieces: Pieces,
 }
 
 /// The pools observer: bytes per pool, and the books at torch's last snapshot.
@@ -378,14 +409,14 @@ impl<'a> Pools<'a> {
             t.0 = t.0.saturating_add(size);
             t.1 = t.1.saturating_add(1);
         }
-        self.check = Some(check(&self.pass, self.ix, r.snap, r.t_ns, &r.segs));
+        self.check = Some(check(&r.pieces, self.ix, r.snap, r.t_ns, &r.segs));
     }
 
     /// The pools of the process.
     pub fn finish(mut self) -> TorchPools {
         self.close_snapshot();
         let mut rows: BTreeMap<(i32, PoolKey), PoolRow> = BTreeMap::new();
-        for (&(device, key), &(live, peak, blocks)) in &self.pass.held {
+        for &((device, key), (live, peak, blocks)) in &self.pass.held {
             rows.insert(
                 (device, key),
                 PoolRow {
@@ -423,14 +454,25 @@ impl<'a> Pools<'a> {
 }
 
 impl Observer for Pools<'_> {
-    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+    const BEFORE: bool = true;
+    fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         if let Some((snap, first)) = self.ix.last_torch_snapshot {
-            if r.index == first {
+            if now.index == first {
                 self.reading = Some(Reading {
                     snap,
-                    t_ns: r.e.t_ns,
+                    t_ns: 0,
                     segs: Vec::new(),
+                    pieces: self.pass.pieces(now.books),
                 });
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        if let Some((snap, first)) = self.ix.last_torch_snapshot {
+            if let Some(s) = self.reading.as_mut().filter(|_| r.index == first) {
+                s.t_ns = r.e.t_ns;
             }
             let part = r.kind == Some(Kind::TorchSegment) && r.e.handle == snap;
             match &mut self.reading {

@@ -18,6 +18,7 @@ use super::boundaries::SetBy;
 use super::index::Index;
 use super::owners::OwnerBytes;
 use super::records::Records;
+use super::replay::Observer;
 use super::samples::Source;
 use crate::journal::Journal;
 
@@ -175,10 +176,15 @@ pub fn replay(j: &Journal) -> ProcessBooks {
 /// Replays one journal read from any source: its index, then its books in one walk.
 pub fn replay_records<R: Records>(r: &R) -> ProcessBooks {
     let ix = Index::scan(r);
-    let mut obs = (Books::new(&ix), super::pools::Pools::new(&ix));
-    super::replay::run(r, &ix, &mut obs);
-    let (books, pools) = obs;
-    assemble(r, &ix, books, pools.finish())
+    replay_indexed(r, &ix, &mut ())
+}
+
+/// The books of a journal indexed as `ix`, with `extra` kept in the same walk (a timeline).
+pub fn replay_indexed<R: Records, O: Observer>(r: &R, ix: &Index, extra: &mut O) -> ProcessBooks {
+    let mut obs = ((Books::new(ix), super::pools::Pools::new(ix)), extra);
+    super::replay::run(r, ix, &mut obs);
+    let ((books, pools), _) = obs;
+    assemble(r, ix, books, pools.finish())
 }
 
 /// The process's books from its index and what the replay kept.

@@ -18,9 +18,13 @@ pub struct RankScan {
 impl RankScan {
     /// Takes one record (only stage records say anything).
     pub fn step(&mut self, e: &Event) {
-        if e.kind() != Some(Kind::Stage) {
-            return;
+        if e.kind() == Some(Kind::Stage) {
+            self.stage(e);
         }
+    }
+
+    /// Takes one stage record.
+    pub fn stage(&mut self, e: &Event) {
         let Some(b) = e.text.split_once('\n').and_then(|(_, l)| log::classify(l)) else {
             return;
         };

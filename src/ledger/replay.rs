@@ -36,27 +36,36 @@ pub struct Held {
     pub hooked: i64,
 }
 
-/// The devices memory moved on, by ordinal.
+/// The devices memory moved on, by ordinal (a process uses a few: a short list, the last
+/// one used first).
 #[derive(Debug, Default)]
 pub struct Devices {
     list: Vec<(i32, Held)>,
+    last: usize,
 }
 
 impl Devices {
     /// What `device` holds now (`None`: nothing ever moved there).
+    #[inline]
     pub fn get(&self, device: i32) -> Option<&Held> {
-        self.list.iter().find(|(d, _)| *d == device).map(|(_, h)| h)
+        match self.list.get(self.last) {
+            Some((d, h)) if *d == device => Some(h),
+            _ => self.list.iter().find(|(d, _)| *d == device).map(|(_, h)| h),
+        }
     }
 
+    #[inline]
     fn get_mut(&mut self, device: i32) -> &mut Held {
-        let i = match self.list.iter().position(|(d, _)| *d == device) {
-            Some(i) => i,
-            None => {
-                self.list.push((device, Held::default()));
-                self.list.len() - 1
-            }
-        };
-        &mut self.list[i].1
+        if self.list.get(self.last).is_none_or(|(d, _)| *d != device) {
+            self.last = match self.list.iter().position(|(d, _)| *d == device) {
+                Some(i) => i,
+                None => {
+                    self.list.push((device, Held::default()));
+                    self.list.len() - 1
+                }
+            };
+        }
+        &mut self.list[self.last].1
     }
 }
 
@@ -98,6 +107,8 @@ pub struct Now<'a> {
 
 /// A book kept from the replay.
 pub trait Observer {
+    /// Whether [`Observer::before`] is to be called (it costs a call per record).
+    const BEFORE: bool = false;
     /// Before record `now.index` is taken (a snapshot point). Breaking ends the walk.
     fn before(&mut self, _now: &Now<'_>) -> ControlFlow<()> {
         ControlFlow::Continue(())
@@ -110,6 +121,7 @@ pub trait Observer {
 
 /// Two books kept in the same walk.
 impl<A: Observer, B: Observer> Observer for (A, B) {
+    const BEFORE: bool = A::BEFORE || B::BEFORE;
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         let a = self.0.before(now);
         let b = self.1.before(now);
@@ -131,6 +143,43 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     fn end(&mut self, now: &Now<'_>) {
         self.0.end(now);
         self.1.end(now);
+    }
+}
+
+/// No book.
+impl Observer for () {
+    fn record(&mut self, _r: &Rec<'_>) -> ControlFlow<()> {
+        ControlFlow::Break(())
+    }
+}
+
+/// A book kept when there is one.
+impl<O: Observer> Observer for Option<O> {
+    const BEFORE: bool = O::BEFORE;
+    fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
+        self.as_mut().map_or(ControlFlow::Break(()), |o| o.before(now))
+    }
+    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        self.as_mut().map_or(ControlFlow::Break(()), |o| o.record(r))
+    }
+    fn end(&mut self, now: &Now<'_>) {
+        if let Some(o) = self {
+            o.end(now);
+        }
+    }
+}
+
+/// A book borrowed.
+impl<O: Observer> Observer for &mut O {
+    const BEFORE: bool = O::BEFORE;
+    fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
+        (**self).before(now)
+    }
+    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        (**self).record(r)
+    }
+    fn end(&mut self, now: &Now<'_>) {
+        (**self).end(now);
     }
 }
 
@@ -167,15 +216,17 @@ pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBook
     let mut next_bound = 0usize;
     let mut stopped = false;
     r.walk(|e| {
-        let now = Now {
-            index,
-            clock,
-            books: &books,
-            devices: &devices,
-        };
-        if obs.before(&now).is_break() {
-            stopped = true;
-            return ControlFlow::Break(());
+        if O::BEFORE {
+            let now = Now {
+                index,
+                clock,
+                books: &books,
+                devices: &devices,
+            };
+            if obs.before(&now).is_break() {
+                stopped = true;
+                return ControlFlow::Break(());
+            }
         }
         clock = clock.max(e.t_ns);
         let mut boundary = None;

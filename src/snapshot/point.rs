@@ -82,16 +82,16 @@ fn plan<R: Records>(r: &R, ix: &Index, at: &At) -> Result<Plan, String> {
     })
 }
 
-/// The snapshot of one journal at `at`, keeping `detail`.
+/// The snapshot of one journal (indexed as `ix`) at `at`, keeping `detail`.
 pub(super) fn take_process<R: Records>(
     r: &R,
+    ix: &Index,
     at: &At,
     detail: Detail,
 ) -> Result<ProcessSnapshot, String> {
-    let ix = Index::scan(r);
-    let plan = plan(r, &ix, at)?;
-    let mut rp = Replay::new(&ix, plan, detail);
-    replay::run(r, &ix, &mut rp);
+    let plan = plan(r, ix, at)?;
+    let mut rp = Replay::new(ix, plan, detail);
+    replay::run(r, ix, &mut rp);
     rp.devices.sort_by_key(|d| d.device);
     // Each device was captured once: move its history (cut at its point) into it.
     for d in &mut rp.devices {
@@ -112,11 +112,11 @@ pub(super) fn take_process<R: Records>(
         d.failures = std::mem::take(&mut st.failures);
     }
     let (host_pinned, managed, peer, reservations) = rp.process_books.take().unwrap_or_default();
-    let stages = stage_spans(&rp, &ix);
+    let stages = stage_spans(&rp, ix);
     let header = r.header();
     let h = |k: &str| header.get(k).unwrap_or("").to_string();
     let first_t_ns = ix.first_t.unwrap_or(0);
-    let (_, rank) = process::rank(&ix, header);
+    let (_, rank) = process::rank(ix, header);
     Ok(ProcessSnapshot {
         journal: r.path().display().to_string(),
         host: h("host"),

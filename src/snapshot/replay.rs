@@ -558,6 +558,7 @@ impl HeldNow for Now<'_> {
 }
 
 impl Observer for Replay<'_> {
+    const BEFORE: bool = true;
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         if self.checkpoints.contains(&now.index) {
             self.capture_at(now);
