@@ -1,6 +1,13 @@
 //! Replay speed: the synthetic run of `benches/support/run.rs` (N records, 2,000,000 unless
-//! given) decoded and replayed into the books, on one thread. Target: ≥ 20 million records
-//! per second, decode and books together.
+//! given) in format 1 (a CRC-sealed frame per record) and format 2 (compact records, a CRC
+//! per 64 KiB block, as the shim writes it today), each replayed on one thread two ways:
+//!
+//! - **stream**: as `report` reads a journal (`run_replay`): its index walk, then the books'
+//!   walk, each decoding the records as it goes; no event is held.
+//! - **held**: the journal decoded into memory once (`journal::parse`), then `ledger::build`
+//!   (what `report` did before it streamed; what sizing and the exporters still do).
+//!
+//! Target: ≥ 20 million records per second, decode and books together.
 //!
 //!     cargo bench --bench replay [-- EVENTS] [--once]
 //!
@@ -12,7 +19,59 @@ mod support;
 use std::path::Path;
 use std::time::Instant;
 
-use vramledger::{journal, ledger};
+use vramledger::{journal, ledger, run_replay};
+
+/// The best of `rounds` timings of `f`, in seconds.
+fn best_of(rounds: usize, mut f: impl FnMut()) -> f64 {
+    (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn bench(label: &str, bytes: &[u8], n: usize, rounds: usize) {
+    let path = Path::new("bench.vlj");
+    let rate = |secs: f64| n as f64 / secs / 1e6;
+    let stream = best_of(rounds, || {
+        let s = run_replay::Stream::from_bytes(path, bytes.to_vec()).expect("synthetic journal");
+        let (books, _) = run_replay::replay_stream(&s, None);
+        assert!(books.devices[0].balanced());
+    });
+    let decode = best_of(rounds, || {
+        let mut count = 0usize;
+        journal::parse_each(path, bytes, &mut |_| {
+            count += 1;
+            std::ops::ControlFlow::Continue(())
+        })
+        .expect("synthetic journal");
+        assert_eq!(count, n);
+    });
+    let held = best_of(rounds, || {
+        let j = journal::parse(path, bytes).expect("synthetic journal");
+        let books = ledger::build(std::slice::from_ref(&j));
+        assert!(books.processes[0].devices[0].balanced());
+    });
+    println!(
+        "replay {label}: {n} records ({:.1} MiB, {:.1} bytes a record), best of {rounds}, one thread",
+        bytes.len() as f64 / (1 << 20) as f64,
+        bytes.len() as f64 / n as f64,
+    );
+    println!(
+        "  stream (index walk + books walk): {stream:.3} s = {:.2} M records/s",
+        rate(stream)
+    );
+    println!(
+        "  decode alone (one walk):          {decode:.3} s = {:.2} M records/s",
+        rate(decode)
+    );
+    println!(
+        "  held (parse, then ledger::build): {held:.3} s = {:.2} M records/s",
+        rate(held)
+    );
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -25,29 +84,6 @@ fn main() {
     } else {
         5
     };
-    let bytes = support::format1_bytes(n, 0x5EED);
-    let mut best = f64::INFINITY;
-    let (mut best_parse, mut best_books) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..rounds {
-        let t = Instant::now();
-        let j = journal::parse(Path::new("bench.vlj"), &bytes).expect("synthetic journal");
-        let parsed = t.elapsed().as_secs_f64();
-        let books = ledger::build(std::slice::from_ref(&j));
-        let secs = t.elapsed().as_secs_f64();
-        best_parse = best_parse.min(parsed);
-        best_books = best_books.min(secs - parsed);
-        assert_eq!(j.events.len(), n);
-        assert!(books.processes[0].devices[0].balanced());
-        best = best.min(secs);
-    }
-    println!(
-        "replay: {n} events ({:.1} MiB, format 1) in {best:.3} s = {:.2} M events/s (best of {rounds}, decode + books)",
-        bytes.len() as f64 / (1 << 20) as f64,
-        n as f64 / best / 1e6
-    );
-    println!(
-        "replay: of which decode {best_parse:.3} s ({:.2} M/s), books {best_books:.3} s ({:.2} M/s)",
-        n as f64 / best_parse / 1e6,
-        n as f64 / best_books / 1e6
-    );
+    bench("format 1", &support::format1_bytes(n, 0x5EED), n, rounds);
+    bench("format 2", &support::format2_bytes(n, 0x5EED, 1), n, rounds);
 }

@@ -4,9 +4,9 @@
 //! `/usr/bin/time -v`: wall-clock seconds and peak resident memory of each. Targets: each
 //! under 2 s and 512 MiB at 10^7 records.
 //!
-//!     cargo bench --bench report [-- EVENTS] [--keep DIR]
+//!     cargo bench --bench report [-- EVENTS] [--format1] [--keep DIR]
 //!
-//! The journal is written under `target/` and removed afterwards (`--keep DIR`: written to,
+//! The journal is written in format 2, as the shim writes it (`--format1`: format 1), under `target/` and removed afterwards (`--keep DIR`: written to,
 //! or reused from, DIR and left there).
 
 mod support;
@@ -63,12 +63,17 @@ fn main() {
             .join(format!("bench-report-{}", std::process::id()))
     });
     std::fs::create_dir_all(&dir).expect("bench folder");
-    let journal = dir.join(format!("run-{n}.vlj"));
+    let format = if args.iter().any(|a| a == "--format1") {
+        1
+    } else {
+        2
+    };
+    let journal = dir.join(format!("run-{n}-f{format}.vlj"));
     if !journal.is_file() {
         let t = std::time::Instant::now();
-        let len = support::write_format1(&journal, n, 0x5EED, 4242);
+        let len = support::write_journal(&journal, format, n, 0x5EED, 4242);
         println!(
-            "wrote {n} records, {:.1} MiB ({:.1} bytes/record, format 1) in {:.1} s",
+            "wrote {n} records, {:.1} MiB ({:.1} bytes/record, format {format}) in {:.1} s",
             len as f64 / (1 << 20) as f64,
             len as f64 / n as f64,
             t.elapsed().as_secs_f64()

@@ -21,7 +21,8 @@ VLLM_EXAMPLE=examples/engines/vllm_offline.py
 [[ -f $VLLM_EXAMPLE ]] || VLLM_EXAMPLE="$HERE/../examples/engines/vllm_offline.py"
 WORKLOAD="${WORKLOAD:-python3 $VLLM_EXAMPLE --model-dir $M}"
 MODEL_NAME="${MODEL_NAME:-$M}"
-export VLLM_CACHE_ROOT=/tmp/vc-metrics TORCHINDUCTOR_CACHE_DIR=/tmp/ic-metrics TRITON_CACHE_DIR=/tmp/tc-metrics
+# Compile caches: the caller's (scripts/gpu_session.sh shares gpu_engines.sh's warm ones), else our own.
+export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-/tmp/vc-metrics} TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/ic-metrics} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tc-metrics}
 
 if [[ ! -x $CLI ]]; then
     echo "gpu_metrics: no $CLI: run scripts/gpu_prepare.sh on the build machine and carry .gpu" >&2

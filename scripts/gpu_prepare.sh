@@ -4,13 +4,15 @@
 #
 #   scripts/gpu_prepare.sh            # cargo build --release, then fill .gpu/
 #   SKIP_CARGO=1 scripts/gpu_prepare.sh   # only restage already-built artefacts
+#   BASE_REF=main scripts/gpu_prepare.sh  # also .gpu/base/libvramledger.so, the shim of that
+#                                         # git ref, for scripts/gpu_bench.sh to compare with
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 if [[ "${SKIP_CARGO:-0}" != 1 ]]; then
-    cargo build --release
+    cargo build --release --workspace
 fi
 
 LIB="target/release/libvramledger.so"
@@ -36,11 +38,22 @@ done
 find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
 find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
 
+if [[ -n "${BASE_REF:-}" ]]; then
+    BASE_SRC="$(mktemp -d /tmp/vramledger-base.XXXXXX)"
+    git archive "$BASE_REF" | tar -x -C "$BASE_SRC"
+    (cd "$BASE_SRC" && CARGO_TARGET_DIR="$BASE_SRC/target" cargo build --release -p vramledger-shim)
+    mkdir -p "$DEST/base"
+    cp "$BASE_SRC/target/release/libvramledger.so" "$DEST/base/libvramledger.so"
+    echo "base_ref=$BASE_REF $(git rev-parse "$BASE_REF")" > "$DEST/base/BUILD_INFO"
+    rm -rf "$BASE_SRC"
+fi
+
 # The device tool carries at most 64 MiB (working tree included): drop debug info from the
 # copies if they are large (the originals in target/ keep theirs).
 size_kib=$(du -sk "$DEST" | cut -f1)
 if (( size_kib > 40 * 1024 )) && command -v strip >/dev/null; then
     strip --strip-debug "$DEST/libvramledger.so" "$DEST/vramledger"
+    [[ -f "$DEST/base/libvramledger.so" ]] && strip --strip-debug "$DEST/base/libvramledger.so"
     size_kib=$(du -sk "$DEST" | cut -f1)
 fi
 

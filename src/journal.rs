@@ -8,9 +8,13 @@
 //! the records in flight. A torn or corrupt record, a file cut in the middle of a record, or
 //! a journal without its header record is damage ([`Journal::corrupt`]): reading resumes at
 //! the next committed record and what can be read is returned, but every verb exits 2.
-//! [`load`] applies this to a run folder for every verb.
+//! [`load`] applies this to a run folder for every verb. Format 2 (the shim's today,
+//! [`blocks`]) checks one CRC per 64 KiB block: a block whose seal does not match is skipped
+//! whole (damage); format 1 (older journals) checks one per record.
 
+pub(crate) mod blocks;
 pub mod follow;
+mod follow_blocks;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -107,6 +111,49 @@ impl Journal {
     pub fn pid(&self) -> Option<u32> {
         self.header.get("pid")?.parse().ok()
     }
+
+    /// How the driver named CUDA device `device` (its `device` record, written once per
+    /// device the process used), if the journal holds it.
+    pub fn device_identity(&self, device: i32) -> Option<DeviceIdentity> {
+        let e = self
+            .events
+            .iter()
+            .find(|e| e.kind() == Some(Kind::Device) && e.device == device)?;
+        let field = |key: &str| {
+            e.text
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(str::to_string)
+                .filter(|v| !v.is_empty())
+        };
+        Some(DeviceIdentity {
+            uuid: field("uuid="),
+            pci_bus_id: field("pci_bus_id="),
+        })
+    }
+
+    /// The engine's own log lines the journal keeps, in file order: the line of each stage
+    /// record the tap wrote, and each engine line that carries sizing numbers without
+    /// changing the stage (vLLM's `GPU KV cache size`, `Maximum concurrency`, the
+    /// `--kv-cache-memory=` summary).
+    pub fn engine_lines(&self) -> impl Iterator<Item = &str> {
+        self.events.iter().filter_map(|e| match e.kind() {
+            Some(Kind::Stage) => e.text.split_once('\n').map(|(_, l)| l),
+            Some(Kind::Warning) if e.api == vramledger_format::Api::VramledgerEngineLine as u16 => {
+                Some(e.text.as_str())
+            }
+            _ => None,
+        })
+    }
+}
+
+/// A device as the driver names it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceIdentity {
+    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as `nvidia-smi -L` prints it.
+    pub uuid: Option<String>,
+    /// `0000:19:00.0`, as NVML and `nvidia-smi` spell it.
+    pub pci_bus_id: Option<String>,
 }
 
 /// Reads a journal file.
@@ -125,8 +172,13 @@ const OLD_WRITER_CHUNK: usize = 4 << 20;
 
 /// Decodes journal bytes.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
-    // Most records are 104 bytes on disk: reserve once instead of growing.
-    let mut events = Vec::with_capacity(bytes.len() / 104);
+    // Most records are 104 bytes on disk in format 1, 24 in format 2: reserve once instead
+    // of growing.
+    let per = match check_preamble(bytes) {
+        PreambleCheck::Ok(1) => 104,
+        _ => 28,
+    };
+    let mut events = Vec::with_capacity(bytes.len() / per);
     let mut j = parse_each(path, bytes, &mut |e| {
         events.push(e);
         ControlFlow::Continue(())
@@ -148,7 +200,11 @@ pub fn parse_each(
         ..Journal::default()
     };
     match check_preamble(bytes) {
-        PreambleCheck::Ok => {}
+        PreambleCheck::Ok(1) => {}
+        PreambleCheck::Ok(_) => {
+            blocks::parse(path, bytes, &mut j, each);
+            return Ok(j);
+        }
         // Version 0 was never written: a damaged preamble, not a newer format.
         PreambleCheck::NotAJournal | PreambleCheck::NewerVersion(0) => {
             return Err(ReadError::NotAJournal(path.to_path_buf()))
@@ -271,14 +327,14 @@ fn resync(bytes: &[u8], from: usize) -> Option<usize> {
 pub const MAX_DEVICE: i32 = 4095;
 
 impl Journal {
-    fn take(&mut self, e: Event) {
+    pub(crate) fn take(&mut self, e: Event) {
         let e = self.admit(e);
         self.events.push(e);
     }
 
     /// An event as this reader keeps it: an implausible device read as unknown; module and
     /// stage names noted.
-    fn admit(&mut self, mut e: Event) -> Event {
+    pub(crate) fn admit(&mut self, mut e: Event) -> Event {
         if !(-1..=MAX_DEVICE).contains(&e.device) {
             if !self
                 .warnings
@@ -384,141 +440,4 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use vramledger_format::frame::{encode_frame, frame_len};
-    use vramledger_format::{preamble, Api, Owner};
-
-    fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
-        let mut b = vec![0u8; frame_len(payload.len())];
-        encode_frame(kind, payload, &mut b);
-        b
-    }
-
-    fn alloc(addr: u64) -> Vec<u8> {
-        let e = Event {
-            kind: Kind::Alloc as u16,
-            addr,
-            size: 2 << 20,
-            owner: Owner::Torch as u8,
-            api: Api::cuMemAlloc_v2 as u16,
-            ..Event::default()
-        };
-        frame(e.kind, &e.encode())
-    }
-
-    fn journal_bytes() -> Vec<u8> {
-        let mut h = Header::default();
-        h.push("pid", "7");
-        let mut b = preamble().to_vec();
-        b.extend(frame(Kind::Header as u16, &h.encode()));
-        b.extend(alloc(0x1000));
-        b
-    }
-
-    #[test]
-    fn reads_header_and_events() {
-        let j = parse(Path::new("j.vlj"), &journal_bytes()).unwrap();
-        assert_eq!(j.pid(), Some(7));
-        assert_eq!(j.events.len(), 1);
-        assert!(j.warnings.is_empty(), "{:?}", j.warnings);
-    }
-
-    #[test]
-    fn zero_tail_is_not_a_warning_but_a_lost_record_is() {
-        let mut b = journal_bytes();
-        b.extend(vec![0u8; 4096]);
-        let j = parse(Path::new("j.vlj"), &b).unwrap();
-        assert_eq!(j.events.len(), 1);
-        assert!(j.warnings.is_empty(), "{:?}", j.warnings);
-
-        // A reserved-but-never-written slot, then a committed record after it.
-        let mut b = journal_bytes();
-        b.extend(vec![0u8; 104]);
-        b.extend(alloc(0x2000));
-        let j = parse(Path::new("j.vlj"), &b).unwrap();
-        assert_eq!(
-            j.events.iter().map(|e| e.addr).collect::<Vec<_>>(),
-            vec![0x1000, 0x2000]
-        );
-        assert_eq!(j.warnings.len(), 1, "{:?}", j.warnings);
-    }
-
-    #[test]
-    fn truncated_and_corrupt_records_keep_what_can_be_read() {
-        let mut b = journal_bytes();
-        let second = alloc(0x2000);
-        b.extend(&second[..second.len() - 10]);
-        let j = parse(Path::new("j.vlj"), &b).unwrap();
-        assert_eq!(j.events.len(), 1);
-        assert_eq!(j.warnings.len(), 1);
-
-        let mut b = journal_bytes();
-        let n = b.len();
-        b[n - 20] ^= 0xff; // corrupt the alloc record
-        b.extend(alloc(0x3000));
-        let j = parse(Path::new("j.vlj"), &b).unwrap();
-        assert_eq!(
-            j.events.iter().map(|e| e.addr).collect::<Vec<_>>(),
-            vec![0x3000]
-        );
-        assert!(j.warnings[0].contains("corrupt"), "{:?}", j.warnings);
-    }
-
-    #[test]
-    fn a_chunk_rollover_is_not_a_lost_record() {
-        // What the writer leaves at a 4 MiB boundary: padding up to it, then the zero tail of
-        // the slot that would have straddled it, then the record written again.
-        let mut b = journal_bytes();
-        let rec = alloc(0x1000);
-        while b.len() + rec.len() <= OLD_WRITER_CHUNK - 64 {
-            b.extend(&rec);
-        }
-        let pad = OLD_WRITER_CHUNK - b.len();
-        let mut head = vec![0u8; 8];
-        head[..4].copy_from_slice(&(FRAME_MAGIC << 16).to_le_bytes());
-        head[4..8].copy_from_slice(&((pad - 8) as u32).to_le_bytes());
-        b.extend(&head);
-        b.resize(OLD_WRITER_CHUNK, 0);
-        b.extend(vec![0u8; 104 - 64]); // the straddler's slot past the boundary
-        b.extend(alloc(0x2000));
-        let n = b.len();
-        let j = parse(Path::new("j.vlj"), &b).unwrap();
-        assert!(j.warnings.is_empty(), "{:?}", j.warnings);
-        assert_eq!(j.events.last().map(|e| e.addr), Some(0x2000));
-        // A longer gap than any record's slot is a loss, boundary or not.
-        let mut lost = b[..n - 104 - 40].to_vec();
-        lost.extend(vec![0u8; frame_len(MAX_PAYLOAD) + 8]);
-        lost.extend(alloc(0x3000));
-        let j = parse(Path::new("j.vlj"), &lost).unwrap();
-        assert_eq!(j.warnings.len(), 1, "{:?}", j.warnings);
-        assert!(j.warnings[0].contains("in flight"), "{:?}", j.warnings);
-    }
-
-    #[test]
-    fn wrong_files_are_named_errors() {
-        let e = parse(Path::new("x.txt"), b"hello world, not a journal").unwrap_err();
-        assert!(e.to_string().contains("x.txt is not a vramledger journal"));
-        let mut b = journal_bytes();
-        b[8] = 9;
-        let e = parse(Path::new("new.vlj"), &b).unwrap_err();
-        assert!(e.to_string().contains("newer vramledger"), "{e}");
-    }
-
-    #[test]
-    fn random_bytes_never_panic() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        for len in [0usize, 7, 16, 17, 64, 300, 5000] {
-            for _ in 0..50 {
-                let mut b = preamble().to_vec();
-                for _ in 0..len {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    b.push(seed as u8);
-                }
-                let _ = parse(Path::new("r.vlj"), &b);
-            }
-        }
-    }
-}
+mod tests;

@@ -444,8 +444,8 @@ pub fn load(path: &Path) -> Result<Input, String> {
         return load_file(path, source);
     }
     let hint = "(give a run folder, a journal, or a report from `vramledger report --json`)";
-    let read = run_replay::books(path, run_replay::Want::default())
-        .map_err(|e| format!("{e} {hint}"))?;
+    let read =
+        run_replay::books(path, run_replay::Want::default()).map_err(|e| format!("{e} {hint}"))?;
     if read.journals.is_empty() {
         return Err(format!(
             "no readable journal in {}: {} {hint}",

@@ -173,7 +173,8 @@ pub fn snapshot(path: &Path, at: &At, detail: Detail) -> Result<SnapshotRead, St
     if files.is_empty() {
         return Err(format!("no journals (*.vlj) found in {}", path.display()));
     }
-    let refuse = |why: String| format!("{why}; a snapshot would miss allocations, so none was written");
+    let refuse =
+        |why: String| format!("{why}; a snapshot would miss allocations, so none was written");
     // Every file readable first (as the policy names the first unreadable one); with one
     // file, opening it below says the same.
     if files.len() > 1 {
@@ -189,7 +190,10 @@ pub fn snapshot(path: &Path, at: &At, detail: Detail) -> Result<SnapshotRead, St
         let meta = s.meta();
         if meta.corrupt {
             let why = meta.warnings.join("; ");
-            return Err(refuse(format!("{} is corrupt ({why})", meta.path.display())));
+            return Err(refuse(format!(
+                "{} is corrupt ({why})",
+                meta.path.display()
+            )));
         }
         warnings.extend(meta.warnings.iter().cloned());
         taken.push(Taken {

@@ -6,6 +6,10 @@
 //!   checksums (absurd sizes, addresses, devices, kinds, stage ids, texts, duplicated and
 //!   reordered records, lost-in-flight gaps, cut tails), so the ledger and the outputs see them.
 //!
+//! Both run once on format 1 (frames, as the recorded journals are) and once on format 2
+//! (the same records written as the shim writes them now: 64 KiB sealed blocks, templates and
+//! compact records, windows repeated so that records cross block seals).
+//!
 //! See tests/fuzz_support for the method, the counts and how to replay an input.
 
 mod fuzz_support;
@@ -19,7 +23,8 @@ use vramledger::output::{self, report_text::Units};
 use vramledger::snapshot::{self, At};
 use vramledger::{ledger, report_input, timeline};
 use vramledger_format::frame::{decode_frame, encode_frame, frame_len};
-use vramledger_format::{preamble, Kind, PREAMBLE_LEN};
+use vramledger_format::memwriter::MemJournal;
+use vramledger_format::{preamble, Event, Header, Kind, PREAMBLE_LEN};
 
 #[global_allocator]
 static GUARD: fuzz_support::Guard = fuzz_support::Guard;
@@ -69,6 +74,35 @@ fn encode(frames: &Frames, gaps: &[(usize, usize)]) -> Vec<u8> {
         encode_frame(*kind, payload, &mut b[at..]);
     }
     b
+}
+
+/// `frames` written in format 2 after `pad` bytes of padding (so that they cross a block's
+/// seal), `reps` times over, with the same lost-in-flight gaps; `close`: ended by a final
+/// seal as at a clean exit.
+fn encode2(
+    frames: &Frames,
+    gaps: &[(usize, usize)],
+    pad: usize,
+    reps: usize,
+    close: bool,
+) -> Vec<u8> {
+    let header = Header::decode(&frames[0].1).unwrap_or_default();
+    let mut j = MemJournal::new(&header);
+    if pad >= 8 {
+        j.pad(pad & !7);
+    }
+    for _ in 0..reps {
+        for (i, (kind, payload)) in frames.iter().enumerate().skip(1) {
+            if let Some(&(_, n)) = gaps.iter().find(|(at, _)| *at == i) {
+                j.hole((n * 8).max(16)); // the smallest slot a writer reserves
+            }
+            match Event::decode(*kind, payload) {
+                Some(e) if e.kind == *kind => j.event(&e),
+                _ => j.frame(*kind, payload),
+            }
+        }
+    }
+    j.finish(close)
 }
 
 /// The fixed fields of an event: (offset, width).
@@ -184,6 +218,38 @@ fn generate(rng: &mut Rng, seeds: &[Frames]) -> Vec<u8> {
     b
 }
 
+fn generate2(rng: &mut Rng, seeds: &[Frames]) -> Vec<u8> {
+    let mut frames = rng.pick(seeds).clone();
+    edit_records(rng, &mut frames);
+    let gaps: Vec<(usize, usize)> = if rng.one_in(4) {
+        vec![(1 + rng.below(frames.len()), 1 + rng.below(16))]
+    } else {
+        Vec::new()
+    };
+    // Most cross block 0's seal; a few span several blocks.
+    let pad = if rng.one_in(2) {
+        62_000 + rng.below(3_000)
+    } else {
+        0
+    };
+    let reps = if rng.one_in(16) {
+        10 + rng.below(30)
+    } else {
+        1
+    };
+    let mut b = encode2(&frames, &gaps, pad, reps, rng.one_in(2));
+    match rng.below(8) {
+        0 => b.extend(std::iter::repeat_n(0u8, 8 * rng.below(64))),
+        1 => {
+            let cut = rng.below(b.len());
+            b.truncate(cut);
+        }
+        2 => havoc(rng, &mut b, &[], &[], 1 << 20),
+        _ => {}
+    }
+    b
+}
+
 /// Everything a journal flows into. Returns whether it was read as a journal.
 fn pipeline(bytes: &[u8]) -> bool {
     let Ok(j) = journal::parse(Path::new("fuzz.vlj"), bytes) else {
@@ -246,5 +312,50 @@ fn journal_records() {
         pipeline,
     );
     assert!(stats.inputs >= count(20_000));
+    assert!(stats.accepted > stats.inputs / 2, "{stats:?}");
+}
+
+#[test]
+fn journal_bytes_format2() {
+    let seeds = seed_windows();
+    let encoded: Vec<Vec<u8>> = seeds
+        .iter()
+        .enumerate()
+        .map(|(i, w)| encode2(w, &[], (i % 3) * 31_500, 1, i % 2 == 0))
+        .collect();
+    let dict: Vec<&[u8]> = vec![
+        b"VRAMLJNL",
+        b"VLSL",
+        &[2, 0, 0, 0],
+        &[0xff, 0, 0, 0],
+        &[4, 0, 0x4c, 0x56],
+        &[0, 0, 0x4c, 0x56],
+        &[10, 0, 0x4c, 0x56],
+        &[0, 0, 0, 0, 0, 0, 0, 0],
+    ];
+    let stats = run_sharded(
+        "journal_bytes_format2",
+        count(150_000),
+        |rng| {
+            let mut b = rng.pick(&encoded).clone();
+            let other = rng.pick(&encoded).clone();
+            havoc(rng, &mut b, &other, &dict, 1 << 20);
+            b
+        },
+        |b| journal::parse(Path::new("fuzz.vlj"), b).is_ok_and(|j| !j.corrupt),
+    );
+    assert!(stats.inputs >= count(150_000));
+}
+
+#[test]
+fn journal_records_format2() {
+    let seeds = seed_windows();
+    let stats = run_sharded(
+        "journal_records_format2",
+        count(10_000),
+        |rng| generate2(rng, &seeds),
+        pipeline,
+    );
+    assert!(stats.inputs >= count(10_000));
     assert!(stats.accepted > stats.inputs / 2, "{stats:?}");
 }

@@ -35,11 +35,21 @@ impl Run {
             out = d.join("out").display(),
             script = shell_quote(script),
         );
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(line)
-            .current_dir(d)
-            .process_group(0)
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(line).current_dir(d).process_group(0);
+        // The test itself may have been started with these signals ignored (a background job
+        // of a non-interactive shell ignores SIGINT, and the disposition is inherited): every
+        // run starts from the defaults, and `before` sets up what a test wants ignored.
+        // SAFETY: between fork and exec only async-signal-safe calls are made (signal(2)).
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM, libc::SIGQUIT] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -201,6 +211,8 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     // Ctrl-C at a terminal goes to the whole foreground group, the command included: relaying
     // it too would deliver it twice (a second KeyboardInterrupt in a Python server). `script`
     // gives the run a terminal; ETX (^C) written to it becomes SIGINT in its line discipline.
+    // `exec`: `script` starts the line with $SHELL -c, and a shell that waits for the run
+    // (dash) would die of that SIGINT itself and report 130 for it.
     let d = dir("tty");
     let src = d.join("counter.c");
     std::fs::write(&src, COUNTER_C).unwrap();
@@ -215,7 +227,7 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     assert!(st.success(), "cc counter.c");
     let (ready, ints) = (d.join("ready"), d.join("ints"));
     let line = format!(
-        "{cli} run --out {out} -- {counter} {ready} {ints}",
+        "exec {cli} run --out {out} -- {counter} {ready} {ints}",
         cli = cli().display(),
         out = d.join("out").display(),
         counter = counter.display(),

@@ -571,3 +571,163 @@ fn no_record_is_stamped_before_the_journal_starts() {
         }
     }
 }
+
+/// Each device a process uses is named once, before its first event, by the driver's UUID
+/// and PCI bus id (metrics label series with them).
+#[test]
+fn each_device_is_named_once_with_its_uuid_and_pci_bus_id() {
+    let (out, js) = traced("torch_like", &[], &[], "device-names");
+    assert!(out.success(), "{}", out.dump());
+    let j = only(js);
+    let used: std::collections::BTreeSet<i32> = j
+        .events
+        .iter()
+        .filter(|e| e.device >= 0 && e.kind() != Some(Kind::Device))
+        .map(|e| e.device)
+        .collect();
+    assert!(!used.is_empty());
+    let named: Vec<i32> = of_kind(&j, Kind::Device).iter().map(|e| e.device).collect();
+    assert_eq!(
+        named
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        used
+    );
+    assert_eq!(named.len(), used.len(), "once each: {named:?}");
+    for &d in &used {
+        let id = j.device_identity(d).unwrap();
+        assert_eq!(
+            id.uuid.as_deref(),
+            Some(format!("GPU-fa4ecda0-0000-4000-8000-{d:012x}").as_str())
+        );
+        assert_eq!(
+            id.pci_bus_id.as_deref(),
+            Some(format!("0000:{:02X}:00.0", 0x1A + 0x0C * d).as_str())
+        );
+        let first_use = j
+            .events
+            .iter()
+            .position(|e| e.device == d && e.kind() != Some(Kind::Device))
+            .unwrap();
+        let record = j
+            .events
+            .iter()
+            .position(|e| e.device == d && e.kind() == Some(Kind::Device))
+            .unwrap();
+        assert!(
+            record < first_use,
+            "device {d}: named after its first event"
+        );
+    }
+    assert_eq!(j.device_identity(63), None);
+}
+
+/// A journal closed at exit ends with its final seal, cut to its used size; every block in it
+/// is sealed and its checksum holds.
+#[test]
+fn a_journal_closed_at_exit_is_sealed_and_cut_to_its_size() {
+    use vramledger_format::walk::{self, BlockState, Step};
+    let (out, js) = traced("threads", &["4", "5000"], &[], "closed-at-exit");
+    assert!(out.success(), "{}", out.dump());
+    let j = only(js);
+    assert!(j.warnings.is_empty(), "{:?}", j.warnings);
+    let raw = std::fs::read(&j.path).unwrap();
+    assert_ne!(
+        raw.len() % (4 << 20),
+        0,
+        "cut to its used size, not to a chunk"
+    );
+    let seal = vramledger_format::block::Seal::read(&raw, raw.len() - 16);
+    assert_eq!(
+        seal.map(|s| s.flags),
+        Some(vramledger_format::block::SEAL_FINAL),
+        "the file ends with the final seal"
+    );
+    let mut states = Vec::new();
+    let mut last = false;
+    walk::walk(&raw, |s| {
+        if let Step::Block(b) = s {
+            states.push(b.state);
+            last = b.last;
+        }
+    });
+    assert!(last, "a final seal");
+    assert!(
+        states.iter().all(|s| *s == BlockState::Sealed),
+        "{states:?}"
+    );
+    // 40,000 events in 24-byte records: under 32 bytes an event, everything included.
+    assert!(
+        raw.len() < 40_000 * 32,
+        "{} bytes for 40,000 events",
+        raw.len()
+    );
+}
+
+/// Through the runtime the shim walks past libcudart to the caller: the slow way for the first
+/// calls of a call path, then by the frame sizes it learned. Every one of 600 allocations
+/// interleaved from two callers of the same runtime entry point is owned by the right one.
+#[test]
+fn the_walk_past_the_runtime_finds_each_caller_every_time() {
+    let (out, js) = traced("rt_mix", &["300"], &[("VRAMLEDGER_DEBUG", "1")], "rt-mix");
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("rt_mix: 300 rounds ok");
+    // The first calls of each path unwind; the rest walk by the sizes learned.
+    let walks = out
+        .stderr
+        .lines()
+        .find_map(|l| l.split("walks past the runtime: ").nth(1))
+        .unwrap_or_else(|| panic!("no walk count\n{}", out.dump()));
+    let n = |word: &str| -> u64 {
+        walks
+            .split(", ")
+            .find(|p| p.contains(word))
+            .and_then(|p| p.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    assert!(n("unwound") <= 10, "{walks}");
+    assert!(n("learned") >= 590, "{walks}");
+    let j = only(js);
+    let allocs: Vec<(String, Owner, u64)> = made(&j)
+        .into_iter()
+        .filter(|m| m.3 == Kind::Alloc)
+        .map(|m| (m.0, m.1, m.2))
+        .collect();
+    assert_eq!(allocs.len(), 600);
+    for (i, pair) in allocs.chunks(2).enumerate() {
+        assert_eq!(
+            (pair[0].0.as_str(), pair[0].1, pair[0].2),
+            ("libc10_cuda.so", Owner::Torch, 2 * MIB),
+            "round {i}"
+        );
+        assert_eq!(
+            (pair[1].0.as_str(), pair[1].1, pair[1].2),
+            ("rt_mix", Owner::Direct, 4 * MIB),
+            "round {i}"
+        );
+    }
+    let books = replay(&j);
+    assert_eq!(books.unknown_frees, 0);
+}
+
+/// The device of each allocation is its context's, with no driver call of vramledger's own
+/// while a process has contexts on one device: a process on both devices gets each right.
+#[test]
+fn allocations_on_two_devices_of_one_process_keep_their_devices() {
+    let (out, js) = traced("two_devices", &["100"], &[], "two-devices");
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("two_devices: 100 rounds ok");
+    let j = only(js);
+    let allocs = of_kind(&j, Kind::Alloc);
+    assert_eq!(allocs.len(), 200);
+    for e in allocs {
+        let want = if e.size == 4 * MIB { 0 } else { 1 };
+        assert_eq!(e.device, want, "{e:?}");
+    }
+    for e in of_kind(&j, Kind::Free) {
+        assert_eq!(e.device, if e.size == 4 * MIB { 0 } else { 1 }, "{e:?}");
+    }
+    assert!(j.device_identity(0).is_some() && j.device_identity(1).is_some());
+}

@@ -859,11 +859,11 @@ fn defaults_without_measurements() {
 
 /// Replaces a synthetic journal's header with one whose command line is `cmdline`.
 fn with_cmdline(journal: &[u8], pid: u32, cmdline: &str) -> Vec<u8> {
-    use vramledger_format::frame::{encode_frame, frame_len};
-    use vramledger_format::{preamble, Header, Kind, PREAMBLE_LEN};
-    let at = PREAMBLE_LEN;
-    let len = u32::from_le_bytes(journal[at + 4..at + 8].try_into().unwrap()) as usize;
-    let rest = &journal[at + frame_len(len)..];
+    use vramledger_format::memwriter::MemJournal;
+    use vramledger_format::Header;
+    // The same records under another header (written again: the shim's journals are of
+    // format 2, whose records are not frames that could be spliced).
+    let j = vramledger::journal::parse(std::path::Path::new("j.vlj"), journal).unwrap();
     let mut h = Header::default();
     h.push("pid", pid.to_string());
     h.push("ppid", "1");
@@ -871,13 +871,11 @@ fn with_cmdline(journal: &[u8], pid: u32, cmdline: &str) -> Vec<u8> {
     h.push("host", "testhost");
     h.push("cmdline", cmdline);
     h.push("start_unix_ns", "1700000000000000000");
-    let payload = h.encode();
-    let mut frame = vec![0u8; frame_len(payload.len())];
-    encode_frame(Kind::Header as u16, &payload, &mut frame);
-    let mut out = preamble().to_vec();
-    out.extend(frame);
-    out.extend_from_slice(rest);
-    out
+    let mut w = MemJournal::new(&h);
+    for e in &j.events {
+        w.event(e);
+    }
+    w.finish(true)
 }
 
 #[test]

@@ -203,3 +203,123 @@ fn a_line_longer_than_any_log_line_is_skipped_whole_and_never_copied() {
         );
     }
 }
+
+const VLLM_SIZING: &str = "\
+(EngineCore pid=1008) INFO 12-01 09:43:02 [gpu_model_runner.py:2905] Model loading took 14.99 GiB memory and 3.1 seconds
+(EngineCore pid=1008) INFO 12-01 09:43:35 [gpu_worker.py:560] Available KV cache memory: 52.95 GiB
+(EngineCore pid=1008) INFO 12-01 09:43:35 [kv_cache_utils.py:2177] GPU KV cache size: 433,776 tokens
+(EngineCore pid=1008) INFO 12-01 09:43:35 [kv_cache_utils.py:2178] Maximum concurrency for 4,096 tokens per request: 105.90x
+(EngineCore pid=1008) INFO 12-01 09:43:36 [gpu_worker.py:857] Free memory on device (139.29/139.8 GiB) on startup. Desired GPU memory utilization is (0.5, 69.9 GiB). Actual usage is 15.0 GiB for weight, 1.72 GiB for peak activation, 0.22 GiB for non-torch memory, and 0.23 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=56456781312` (52.58 GiB) to fit into requested memory, or `--kv-cache-memory=130959318528` (121.97 GiB) to fully utilize gpu memory. Current kv cache memory in use is 52.95 GiB.
+(EngineCore pid=1008) INFO 12-01 09:43:36 [core.py:210] a line with api_key=sk-live-0123456789abcdefghij and nothing to size
+";
+
+/// vLLM's sizing lines that start no stage are kept as engine-line records (bounded, redacted)
+/// beside the stage records, so that the journal alone says what the engine sized.
+#[test]
+fn sizing_lines_that_start_no_stage_are_kept_as_engine_lines() {
+    for chunk in [1 << 16, 7] {
+        let j = run_writer(&format!("vllm-sizing-{chunk}"), VLLM_SIZING, chunk, 1, &[]);
+        let engine: Vec<&str> = j
+            .events
+            .iter()
+            .filter(|e| {
+                e.kind() == Some(Kind::Warning)
+                    && e.api == vramledger_format::Api::VramledgerEngineLine as u16
+            })
+            .map(|e| e.text.as_str())
+            .collect();
+        assert_eq!(engine.len(), 3, "chunk {chunk}: {engine:?}");
+        assert!(engine[0].ends_with("GPU KV cache size: 433,776 tokens"));
+        assert!(engine[1].ends_with("Maximum concurrency for 4,096 tokens per request: 105.90x"));
+        assert!(engine[2].contains("`--kv-cache-memory=56456781312` (52.58 GiB)"));
+        // The journal's accessor has them in file order, the stage lines among them.
+        let lines: Vec<&str> = j.engine_lines().collect();
+        let at = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
+        assert!(at("Available KV cache memory") < at("GPU KV cache size"));
+        assert!(at("GPU KV cache size") < at("--kv-cache-memory="));
+        assert!(!lines.iter().any(|l| l.contains("nothing to size")));
+    }
+}
+
+#[test]
+fn engine_lines_are_bounded_and_lose_their_secrets() {
+    let long = format!(
+        "(EngineCore pid=1) INFO 12-01 09:43:36 [gpu_worker.py:857] Free memory on device (139.29/139.8 GiB) on startup. Replace gpu_memory_utilization config with `--kv-cache-memory=56456781312` (52.58 GiB) to fit into requested memory, or `--kv-cache-memory=130959318528` (121.97 GiB) to fully utilize gpu memory. Current kv cache memory in use is 52.95 GiB. {}\n",
+        "é".repeat(3000)
+    );
+    let secret = "(EngineCore pid=1) INFO 12-01 09:43:35 [kv_cache_utils.py:2178] Maximum concurrency for 4 tokens per request: 1.00x hf_token=hf_AbCdEfGhIjKlMnOpQrStUvWx\n";
+    let j = run_writer("engine-bounds", &format!("{long}{secret}"), 1 << 16, 2, &[]);
+    let engine: Vec<&str> = j
+        .events
+        .iter()
+        .filter(|e| e.api == vramledger_format::Api::VramledgerEngineLine as u16)
+        .map(|e| e.text.as_str())
+        .collect();
+    assert_eq!(engine.len(), 2, "{engine:?}");
+    assert!(
+        engine[0].len() <= 4096 && engine[0].len() > 4000,
+        "{}",
+        engine[0].len()
+    );
+    assert!(engine[0].starts_with("(EngineCore") && !engine[0].contains('\u{FFFD}'));
+    assert!(engine[1].contains("hf_token=<redacted>"), "{}", engine[1]);
+    assert!(!engine[1].contains("hf_AbCd"));
+}
+
+/// The journal alone sizes a vLLM run exactly once the tap keeps the sizing lines: the
+/// recorded H200 run (whose journal predates engine lines and settings records) with what the
+/// tap records today from the engine's own output (run through `tap_writer` under the shim)
+/// reproduces vLLM's 27,111 blocks and 433,776 tokens with no `--log`.
+#[test]
+fn a_vllm_run_is_sized_exactly_from_its_journal_alone() {
+    use vramledger_format::memwriter::MemJournal;
+    use vramledger_format::Api;
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-vllm-explore");
+    let output = std::fs::read_to_string(data.join("engine-stdout.txt")).unwrap();
+    let tapped = run_writer("vllm-run-lines", &output, 1 << 16, 1, &[]);
+    let kept: Vec<_> = tapped
+        .events
+        .iter()
+        .filter(|e| {
+            e.kind() == Some(Kind::Warning)
+                && (e.api == Api::VramledgerEngineLine as u16
+                    || e.api == Api::VramledgerSettings as u16)
+        })
+        .cloned()
+        .collect();
+    assert!(
+        kept.iter()
+            .any(|e| e.text.contains("GPU KV cache size: 433,776 tokens")),
+        "{kept:?}"
+    );
+    let recorded = journal::read(&data.join("pid1008.vlj")).unwrap();
+    let run = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tap-vllm-alone-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&run);
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::copy(data.join("config.json"), run.join("config.json")).unwrap();
+    let mut w = MemJournal::new(&recorded.header);
+    for e in recorded.events.iter().chain(&kept) {
+        w.event(e);
+    }
+    std::fs::write(run.join("pid1008.vlj"), w.finish(true)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramledger"))
+        .args(["size", &run.to_string_lossy(), "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["engine"], "vllm");
+    assert_eq!(v["gpu_memory_utilization"]["value"], 0.5);
+    assert_eq!(v["blocks"], 27_111, "{v:#}");
+    assert_eq!(v["blocks_bounds"], serde_json::json!([27_111, 27_111]));
+    assert_eq!(v["tokens"], 433_776);
+    assert_eq!(v["reproduced"], true);
+    let s = &v["run"]["ranks"][0]["kv_cache_memory_suggestion"];
+    assert_eq!(s["reproduced"], true, "{s:#}");
+}

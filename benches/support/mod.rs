@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use vramledger_format::frame::{encode_frame, frame_len};
+use vramledger_format::memwriter::MemJournal;
 use vramledger_format::{preamble, Event, Kind};
 
 fn frame(out: &mut Vec<u8>, kind: u16, payload: &[u8]) {
@@ -38,14 +39,28 @@ pub fn format1_bytes(n: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-/// Writes the run of `n` records to `path` as a format-1 journal; its size in bytes.
-pub fn write_format1(path: &Path, n: usize, seed: u64, pid: u32) -> u64 {
+/// The run of `n` records as format-2 journal bytes (blocks, compact records), as the shim
+/// writes it today.
+pub fn format2_bytes(n: usize, seed: u64, pid: u32) -> Vec<u8> {
+    let mut w = MemJournal::new(&run::header(pid));
+    run::generate(n, seed, &mut |e: &Event| w.event(e));
+    w.finish(true)
+}
+
+/// Writes the run of `n` records to `path` as a journal of `format` (1 or 2); its size in
+/// bytes.
+pub fn write_journal(path: &Path, format: u8, n: usize, seed: u64, pid: u32) -> u64 {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("bench journal"));
     let mut len = 0u64;
-    format1(n, seed, pid, &mut |b| {
+    let mut sink = |b: &[u8]| {
         f.write_all(b).expect("bench journal write");
         len += b.len() as u64;
-    });
+    };
+    if format == 1 {
+        format1(n, seed, pid, &mut sink);
+    } else {
+        sink(&format2_bytes(n, seed, pid));
+    }
     f.flush().expect("bench journal flush");
     len
 }

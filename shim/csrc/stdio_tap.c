@@ -29,14 +29,23 @@
 
 typedef void (*vl_observe_fn)(int fd, const char *bytes, size_t len);
 typedef int (*vl_wanted_fn)(void);
+typedef int (*vl_needs_fn)(int fd, const char *bytes, size_t len);
 
 static vl_observe_fn observe_cb;
 static vl_wanted_fn wanted_cb;
+static vl_needs_fn needs_cb;
 
 /* Called once by the Rust side when the library is loaded. */
-void vl_stdio_register(vl_observe_fn observe, vl_wanted_fn wanted) {
+void vl_stdio_register(vl_observe_fn observe, vl_wanted_fn wanted, vl_needs_fn needs) {
     __atomic_store_n(&observe_cb, observe, __ATOMIC_RELEASE);
     __atomic_store_n(&wanted_cb, wanted, __ATOMIC_RELEASE);
+    __atomic_store_n(&needs_cb, needs, __ATOMIC_RELEASE);
+}
+
+/* Whether the tap wants to look at these bytes at all (its prefilter: no lock, no copy). */
+static int needs(int fd, const char *p, size_t n) {
+    vl_needs_fn f = __atomic_load_n(&needs_cb, __ATOMIC_ACQUIRE);
+    return !f || f(fd, p, n);
 }
 
 static int wanted(void) {
@@ -181,11 +190,14 @@ static void report_formatted(int fd, int written, const char *fmt, va_list again
         char *after = f->_IO_write_ptr;                                                        \
         int in_buffer = rc > 0 && f->_IO_write_base == base && before && after >= before &&    \
                         after - before == rc && (size_t)rc <= sizeof copy;                     \
-        if (in_buffer) memcpy(copy, before, (size_t)rc);                                       \
+        /* Most lines match nothing: the prefilter says so on the buffer, and nothing is    \
+         * copied. */                                                                          \
+        int need = in_buffer && needs(fd, before, (size_t)rc);                                 \
+        if (need) memcpy(copy, before, (size_t)rc);                                            \
         funlockfile(f);                                                                        \
         if (in_buffer) {                                                                       \
             int after_errno = errno;                                                           \
-            observe(fd, copy, (size_t)rc);                                                     \
+            if (need) observe(fd, copy, (size_t)rc);                                           \
             errno = after_errno;                                                               \
         } else {                                                                               \
             report_formatted(fd, rc, fmt, again, again2, errno_at_call);                       \

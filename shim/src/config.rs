@@ -71,15 +71,39 @@ pub fn get() -> &'static Config {
         out_dir: env(c"VRAMLEDGER_OUT")
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "vramledger-out".to_string()),
-        run_id: crate::journal::file::name_part(
-            &env(c"VRAMLEDGER_RUN_ID").unwrap_or_default(),
-            "adhoc",
-        ),
+        run_id: name_part(&env(c"VRAMLEDGER_RUN_ID").unwrap_or_default(), "adhoc"),
         nvml: truthy(env(c"VRAMLEDGER_NVML"), true),
         debug: truthy(env(c"VRAMLEDGER_DEBUG"), false),
         tap: truthy(env(c"VRAMLEDGER_TAP"), true),
         rules: env(c"VRAMLEDGER_RULES").filter(|s| !s.is_empty()),
     })
+}
+
+/// Longest run id or host name kept in a file name (NAME_MAX is 255 for the whole name).
+const MAX_NAME_PART: usize = 64;
+
+/// A name part reduced to `[A-Za-z0-9._-]`, never empty, never starting with a dot, at most
+/// 64 bytes: a run id or a host name can become part of a file name and never leave its
+/// folder (`../x`, `/`, control bytes).
+pub fn name_part(s: &str, fallback: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_NAME_PART)
+        .collect();
+    if out.starts_with('.') {
+        out.replace_range(0..1, "_");
+    }
+    if out.is_empty() {
+        out = fallback.to_string();
+    }
+    out
 }
 
 /// Reads any environment variable (for the journal header).

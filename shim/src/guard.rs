@@ -8,46 +8,56 @@
 //! - `errno` is the same after the recording as before it (the target may read it after
 //!   any call, and a journal write or an NVML reading could change it).
 
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config;
-
-thread_local! {
-    static BUSY: Cell<bool> = const { Cell::new(false) };
-}
+use crate::thread::{self, Thread};
 
 static BROKEN: AtomicBool = AtomicBool::new(false);
 
 /// True when hooks should record (enabled, not broken, not re-entered on this thread).
 pub fn active() -> bool {
-    !BROKEN.load(Ordering::Relaxed)
-        && !config::disabled()
-        && BUSY.try_with(|b| !b.get()).unwrap_or(false)
+    enabled() && thread::with(|t| !t.busy.get()).unwrap_or(false)
+}
+
+/// Enabled and not broken (the thread's own state aside).
+#[inline(always)]
+fn enabled() -> bool {
+    !BROKEN.load(Ordering::Relaxed) && !config::disabled()
 }
 
 /// Runs `f` as recording work: never re-entered, never unwinding into the caller.
+#[inline(always)]
+pub fn record<F: FnOnce()>(f: F) {
+    record_on(|_| f())
+}
+
+/// [`record`], handing `f` this thread's state (one thread-local lookup for the whole hook).
 // Inlined, like the recording helpers below it: every frame between a hook and its caller
 // is one more step for the unwinder that finds the owning module.
 #[inline(always)]
-pub fn record<F: FnOnce()>(f: F) {
-    if !active() {
+pub fn record_on<F: FnOnce(&Thread)>(f: F) {
+    if !enabled() {
         return;
     }
-    let entered = BUSY.try_with(|b| !b.replace(true)).unwrap_or(false);
-    if !entered {
-        return;
-    }
-    // SAFETY: errno is thread-local; its address is this thread's for as long as it runs.
-    let errno = unsafe { libc::__errno_location() };
-    let saved = unsafe { *errno };
-    let outcome = catch_unwind(AssertUnwindSafe(f));
-    unsafe { *errno = saved };
-    let _ = BUSY.try_with(|b| b.set(false));
-    if outcome.is_err() {
-        give_up("an internal error (panic) while recording");
-    }
+    let _ = thread::with(|t| {
+        if t.busy.replace(true) {
+            return; // re-entered: vramledger's own work on this thread
+        }
+        // SAFETY: errno is thread-local; its address is this thread's while it runs, and the
+        // caller must find the value the real call left there.
+        let errno = unsafe { libc::__errno_location() };
+        // SAFETY: as above.
+        let saved = unsafe { *errno };
+        let outcome = catch_unwind(AssertUnwindSafe(|| f(t)));
+        // SAFETY: as above.
+        unsafe { *errno = saved };
+        t.busy.set(false);
+        if outcome.is_err() {
+            give_up("an internal error (panic) while recording");
+        }
+    });
 }
 
 /// Switches to pass-through for the rest of the process, warning once.

@@ -1,13 +1,17 @@
 //! `libvramledger.so`: the part of vramledger that runs inside the target process.
 //!
-//! Small, boring and paranoid: it lives inside someone else's server.
+//! Small, boring and paranoid: it lives inside someone else's server. From the ground up:
+//! - [`ffi`], [`config`], [`real`] (the real functions), [`thread`] (per-thread state),
+//!   [`clock`], [`forksafe`]: what everything else stands on;
+//! - [`guard`], [`journal`] (records into the file), [`attribution`] (who owns an
+//!   allocation), [`books`], [`devices`], [`stages`], [`pools`], [`nvml`], [`process`];
+//! - [`recorder`] (events into records), [`samples`], [`boundary`], [`lifetime`],
+//!   [`pools_api`] (the Python pool hooks' C API);
+//! - [`hooks`]: one file per family, every hook through one forwarding body;
 //! - [`entry`]: every way a program reaches a driver function (exports, `dlsym`,
 //!   `cuGetProcAddress`) becomes a call of a hook;
-//! - [`hooks`]: one file per family; forward first, then describe what happened;
-//! - [`attribution`]: who owns an allocation (calling module, capture window);
-//! - [`pools`]: PyTorch's pool windows, told by the Python hook ([`pools_api`]);
-//! - [`stages`]: the current stage and the samples taken at each boundary;
-//! - [`recorder`] and [`journal`]: events into records, records into the file.
+//! - [`lifecycle`]: what happens at the library's load, a fork (what a child forgets) and
+//!   exit.
 //!
 //! Inside the target: never change a result, never hold a lock across a driver call,
 //! never let a panic cross the FFI boundary, step aside (pass-through) on any internal
@@ -18,33 +22,26 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod attribution;
+pub mod books;
+pub mod boundary;
+pub mod clock;
 pub mod config;
+pub mod devices;
 pub mod entry;
 pub mod ffi;
-pub mod fork;
 pub mod forksafe;
 pub mod guard;
 pub mod hooks;
 pub mod journal;
+pub mod lifecycle;
 pub mod lifetime;
 pub mod nvml;
 pub mod pools;
 pub mod pools_api;
 pub mod process;
+pub mod real;
 pub mod recorder;
 pub mod rules_file;
+pub mod samples;
 pub mod stages;
-
-/// Runs when the library is loaded, before the program's own code: connects the stdio
-/// wrappers to the tap and reads the rule file (so a warning about it comes before any line
-/// the program prints). Neither reads nor resolves anything with `VRAMLEDGER_DISABLE=1`.
-extern "C" fn on_load() {
-    let _ = std::panic::catch_unwind(|| {
-        hooks::stdio::init_at_load();
-        hooks::tap::init_at_load();
-    });
-}
-
-#[used]
-#[link_section = ".init_array"]
-static ON_LOAD: extern "C" fn() = on_load;
+pub mod thread;

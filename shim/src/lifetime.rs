@@ -20,8 +20,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
-use crate::entry::real;
-use crate::{journal, recorder};
+use crate::{journal, real, samples};
 
 const DEVICES: usize = 64;
 
@@ -133,7 +132,7 @@ fn sample_through(ctx: u64, dev: i32) -> bool {
     if unsafe { push(ctx) } != 0 {
         return false;
     }
-    let read = recorder::sample_meminfo();
+    let read = samples::meminfo();
     let mut popped = 0u64;
     // SAFETY: pops what was pushed above, leaving the thread's stack as it was.
     unsafe { pop(&mut popped) };
@@ -142,9 +141,9 @@ fn sample_through(ctx: u64, dev: i32) -> bool {
     };
     let dev = if device >= 0 { device } else { dev };
     if let Some(s) = crate::nvml::sample(dev) {
-        recorder::nvml_event(dev, s);
+        samples::nvml_event(dev, s);
     }
-    recorder::write_live_books();
+    samples::live_books();
     true
 }
 
@@ -154,8 +153,8 @@ fn sample_through(ctx: u64, dev: i32) -> bool {
 fn nvml_while_listed(dev: i32) {
     if let Some(s) = crate::nvml::sample(dev) {
         if s.process_used.is_some_and(|u| u > 0) {
-            recorder::nvml_event(dev, s);
-            recorder::write_live_books();
+            samples::nvml_event(dev, s);
+            samples::live_books();
         }
     }
 }

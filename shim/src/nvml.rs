@@ -7,7 +7,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use crate::entry::real;
+use crate::real;
 
 /// One NVML reading.
 #[derive(Debug, Clone, Copy)]
@@ -94,6 +94,7 @@ fn load() -> bool {
     }
     // SAFETY: nvmlInit_v2(void).
     let init: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(init) };
+    // SAFETY: NVML's own initialisation, no arguments.
     if unsafe { init() } != 0 {
         return false;
     }
@@ -112,7 +113,9 @@ fn bus_id(device: i32) -> Option<[u8; 64]> {
     let mut buf = [0u8; 64];
     // SAFETY: cuDeviceGetPCIBusId(char*, int len, CUdevice).
     let f: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int =
+        // SAFETY: looked up under this very name, whose C signature this is.
         unsafe { std::mem::transmute(f) };
+    // SAFETY: at most 63 bytes and a NUL into the local buffer of 64.
     (unsafe { f(buf.as_mut_ptr().cast(), 63, device) } == 0).then_some(buf)
 }
 

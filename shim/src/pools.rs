@@ -19,6 +19,7 @@
 //! driver call happens under it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use vramledger_format::record::flags;
 use vramledger_format::{Event, Kind, MemKind, Owner, PoolScope};
@@ -218,6 +219,19 @@ pub fn apply(e: &mut Event, verdict: Verdict) {
         Verdict::Default => e.owner = Owner::Torch as u8,
         Verdict::Unknown => {}
     }
+}
+
+/// What the Python hooks said when they were installed: functions wrapped, torch's version.
+static HOOKS: OnceLock<(u64, Vec<u8>)> = OnceLock::new();
+
+/// The hooks announced themselves; true the first time.
+pub fn announce(wrapped: u64, version: &[u8]) -> bool {
+    HOOKS.set((wrapped, version.to_vec())).is_ok()
+}
+
+/// What the hooks announced, if they did.
+pub fn announced() -> Option<&'static (u64, Vec<u8>)> {
+    HOOKS.get()
 }
 
 /// In a forked child: torch's windows belonged to the parent's threads.

@@ -4,11 +4,10 @@
 //! successfully; with `VRAMLEDGER_DISABLE=1` (or after an internal error) each is a no-op.
 
 use std::ffi::{c_char, c_int};
-use std::sync::OnceLock;
 
-use vramledger_format::{Api, Kind, PoolScope, EVENT_FIXED_LEN, POOL_UNKNOWN};
+use vramledger_format::{Api, Kind, PoolScope, POOL_UNKNOWN};
 
-use crate::{guard, journal, pools, process, recorder};
+use crate::{guard, journal, pools, recorder, thread};
 
 fn pool_id(a: u64, b: u64) -> pools::PoolId {
     (a != POOL_UNKNOWN || b != POOL_UNKNOWN).then_some((a, b))
@@ -51,7 +50,7 @@ pub extern "C" fn vramledger_pool_begin(
         return;
     };
     guard::record(|| {
-        let tid = process::tid();
+        let tid = thread::tid();
         let pool = pool_id(pool_a, pool_b);
         if let Some(serial) = pools::with(|r| r.begin(tid, device, pool, s)) {
             window_event(
@@ -75,7 +74,7 @@ pub extern "C" fn vramledger_pool_end(device: c_int, pool_a: u64, pool_b: u64, s
         return;
     };
     guard::record(|| {
-        let tid = process::tid();
+        let tid = thread::tid();
         let pool = pool_id(pool_a, pool_b);
         let capture = s == PoolScope::Capture;
         // The record names the window it closed (serial 0: none, torch's error path).
@@ -114,26 +113,6 @@ pub extern "C" fn vramledger_torch_segment(
     });
 }
 
-/// What the hooks said when they were installed: functions wrapped, torch's version.
-static HOOKS: OnceLock<(u64, Vec<u8>)> = OnceLock::new();
-
-fn hooks_record(wrapped: u64, version: &[u8]) -> Vec<u8> {
-    let mut e = recorder::event(Kind::PoolHooks, Api::VramledgerPoolHooks);
-    e.arg0 = wrapped;
-    let mut payload = e.encode();
-    payload.truncate(EVENT_FIXED_LEN);
-    payload.extend_from_slice(version);
-    payload
-}
-
-/// The `pool_hooks` record for a journal that opens now, once the hooks announced themselves
-/// (the announcement alone never opens a journal: a process that imports torch but never uses
-/// the GPU writes none). Takes no lock and calls neither the driver nor the loader.
-pub fn opening_record() -> Option<(u16, Vec<u8>)> {
-    let (wrapped, version) = HOOKS.get()?;
-    Some((Kind::PoolHooks as u16, hooks_record(*wrapped, version)))
-}
-
 /// The Python pool hooks are installed in this process: `wrapped` functions, torch `version`
 /// (NULL or a NUL-terminated string).
 ///
@@ -144,7 +123,7 @@ pub unsafe extern "C" fn vramledger_pool_hooks(wrapped: c_int, version: *const c
     // SAFETY: guaranteed by the caller.
     let text = unsafe { recorder::c_bytes(version) };
     guard::record(|| {
-        let first = HOOKS.set((wrapped.max(0) as u64, text.to_vec())).is_ok();
+        let first = pools::announce(wrapped.max(0) as u64, text);
         if first && journal::is_open() {
             let mut e = recorder::event(Kind::PoolHooks, Api::VramledgerPoolHooks);
             e.arg0 = wrapped.max(0) as u64;

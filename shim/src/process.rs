@@ -1,57 +1,9 @@
-//! Facts about this process: clocks, thread ids, host, and the journal header.
+//! Facts about this process: the host and the journal header.
 
-use std::cell::Cell;
-use std::ffi::CStr;
-
-use vramledger_engines::log::settings;
 use vramledger_engines::redact;
 use vramledger_format::Header;
 
 use crate::config;
-
-/// CLOCK_MONOTONIC in nanoseconds (vDSO, no system call).
-pub fn mono_ns() -> u64 {
-    clock(libc::CLOCK_MONOTONIC)
-}
-
-/// CLOCK_REALTIME in nanoseconds since the Unix epoch.
-pub fn realtime_ns() -> u64 {
-    clock(libc::CLOCK_REALTIME)
-}
-
-fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid timespec.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-thread_local! {
-    static TID: Cell<u32> = const { Cell::new(0) };
-}
-
-/// The kernel thread id (cached per thread; reset in a forked child).
-pub fn tid() -> u32 {
-    TID.try_with(|t| {
-        let v = t.get();
-        if v != 0 {
-            return v;
-        }
-        // SAFETY: gettid has no preconditions.
-        let v = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-        t.set(v);
-        v
-    })
-    .unwrap_or(0)
-}
-
-/// Forgets the cached thread id (the forking thread has a new one in the child).
-pub fn reset_tid() {
-    let _ = TID.try_with(|t| t.set(0));
-}
 
 /// The host name.
 pub fn hostname() -> String {
@@ -67,7 +19,12 @@ pub fn hostname() -> String {
 /// The header of a new journal, started at `start_unix_ns` / `start_mono_ns`. Secrets never
 /// get in (`vramledger_engines::redact`): the command line has its secret values replaced
 /// and the environment is recorded for an allow-list of names only.
-pub fn header(driver_version: Option<i32>, start_unix_ns: u64, start_mono_ns: u64) -> Header {
+pub fn header(
+    driver_version: Option<i32>,
+    start_unix_ns: u64,
+    start_mono_ns: u64,
+    clock: &str,
+) -> Header {
     let mut h = Header::default();
     // SAFETY: getpid/getppid have no preconditions.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
@@ -77,6 +34,7 @@ pub fn header(driver_version: Option<i32>, start_unix_ns: u64, start_mono_ns: u6
     h.push("host", hostname());
     h.push("start_unix_ns", start_unix_ns.to_string());
     h.push("start_mono_ns", start_mono_ns.to_string());
+    h.push("clock", clock);
     h.push("shim_version", env!("CARGO_PKG_VERSION"));
     if let Ok(cmd) = std::fs::read("/proc/self/cmdline") {
         let cmd = cmd.strip_suffix(&[0]).unwrap_or(&cmd);
@@ -84,10 +42,9 @@ pub fn header(driver_version: Option<i32>, start_unix_ns: u64, start_mono_ns: u6
             .split(|&b| b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        // Secret values by their flag's name, then anything shaped like a token or a URL
-        // password whatever its flag (`settings::redact_cmdline`).
-        let by_name = redact::redact_args(&args).join("\0");
-        h.push("cmdline", settings::redact_cmdline(&by_name));
+        // Secret values by their flag's name, and anything shaped like a token or a URL
+        // password whatever its flag.
+        h.push("cmdline", redact::args(&args).join("\0"));
     }
     if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
         h.push("exe", exe.to_string_lossy().into_owned());
@@ -104,13 +61,24 @@ pub fn header(driver_version: Option<i32>, start_unix_ns: u64, start_mono_ns: u6
             continue;
         };
         if let Some(v) = redact::env_value(k, v) {
-            h.push(format!("env.{k}"), settings::redact_env(k, &v));
+            h.push(format!("env.{k}"), v.into_owned());
         }
     }
     for (name, path) in cuda_libraries() {
         h.push(format!("lib.{name}"), path);
     }
+    fit(&mut h, MAX_HEADER);
     h
+}
+
+/// A header's payload must fit in one journal block: past this, the last pairs are dropped.
+const MAX_HEADER: usize = 60 << 10;
+
+/// Drops pairs from the end until the encoded header is at most `max` bytes.
+fn fit(h: &mut Header, max: usize) {
+    while h.encode().len() > max && h.pairs.len() > 1 {
+        h.pairs.pop();
+    }
 }
 
 /// CUDA-related libraries mapped now, from /proc/self/maps (no loader lock taken).
@@ -140,16 +108,4 @@ fn cuda_libraries() -> Vec<(String, String)> {
         }
     }
     out
-}
-
-/// A C string as UTF-8 text (lossy), or empty for NULL.
-///
-/// # Safety
-/// `p` is NULL or points to a NUL-terminated string.
-pub unsafe fn c_text(p: *const std::ffi::c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: guaranteed by the caller.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }

@@ -1,27 +1,21 @@
-//! Turns what a hook saw into journal records, and keeps the live books in-process.
+//! Turns what a hook saw into journal records.
 //!
 //! Hooks call these after the real function returned (or, for release-type calls,
-//! [`Ticket::before`] first and [`Ticket::finish`] after). The live books lock is taken
-//! for a map update only; no driver call happens under it.
+//! [`Ticket::before`] first and [`Ticket::finish`] after). The hot path (an allocation or a
+//! free) takes the calling thread's state once ([`crate::thread`]), asks the driver nothing
+//! of its own (`crate::devices`), keeps the books under one short lock (`crate::books`) and
+//! writes a 24-byte record (`crate::journal`).
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_format::record::flags;
-use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner, EVENT_FIXED_LEN};
+use vramledger_format::{Api, Event, Kind, Owner, EVENT_FIXED_LEN};
 
 use crate::attribution::{self, ModuleClass};
-use crate::entry::real;
-use crate::forksafe::ForkSafeMutex;
-use crate::{journal, process, stages};
-
-static LIVE: ForkSafeMutex<LiveBooks> = ForkSafeMutex::new();
-static DEVICES_SEEN: AtomicU64 = AtomicU64::new(0);
-/// The journal's start (CLOCK_MONOTONIC ns), as its header says. No record is stamped
-/// earlier: an event stamped before the journal opened (the `cuInit` that opens it) takes
-/// the start time.
-static START_MONO: AtomicU64 = AtomicU64::new(0);
+use crate::journal::{self, Opening, Reserved};
+use crate::thread::{self, Thread};
+use crate::{books, clock, devices, pools, process, real, stages};
 
 /// Opens the journal on first use (header, then the current stage).
 pub fn ensure() -> bool {
@@ -31,23 +25,37 @@ pub fn ensure() -> bool {
     // Asked before the open: finding the driver may take the loader's lock, which no code
     // may wait for while other threads wait for the open.
     let version = driver_version();
-    journal::ensure_open(move || opening_records(version))
+    journal::ensure_open(move || opening(version))
 }
 
-fn opening_records(driver_version: Option<i32>) -> Vec<(u16, Vec<u8>)> {
-    let start_mono = process::mono_ns();
-    START_MONO.store(start_mono, Ordering::Release);
-    let header = process::header(driver_version, process::realtime_ns(), start_mono);
-    let mut out = vec![(Kind::Header as u16, header.encode())];
+fn opening(driver_version: Option<i32>) -> Opening {
+    let clock_name = clock::choose();
+    let start_mono = clock::mono_ns();
+    let header = process::header(driver_version, clock::realtime_ns(), start_mono, clock_name);
+    let mut records = vec![(Kind::Header as u16, header.encode())];
     let (id, name) = stages::current();
     let mut e = event(Kind::Stage, Api::VramledgerStage);
     e.stage = id;
-    let mut payload = e.encode();
-    payload.truncate(EVENT_FIXED_LEN);
-    payload.extend_from_slice(name.as_bytes());
-    out.push((Kind::Stage as u16, payload));
-    out.extend(crate::pools_api::opening_record());
-    out
+    e.t_ns = start_mono;
+    records.push((Kind::Stage as u16, payload(&e, name.as_bytes())));
+    if let Some((wrapped, version)) = pools::announced() {
+        let mut e = event(Kind::PoolHooks, Api::VramledgerPoolHooks);
+        e.arg0 = *wrapped;
+        e.t_ns = start_mono;
+        records.push((Kind::PoolHooks as u16, payload(&e, version)));
+    }
+    Opening {
+        start_mono,
+        records,
+    }
+}
+
+/// An event frame's payload (fixed part, then text).
+fn payload(e: &Event, text: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; EVENT_FIXED_LEN];
+    e.encode_fixed(&mut p);
+    p.extend_from_slice(text);
+    p
 }
 
 fn driver_version() -> Option<i32> {
@@ -57,18 +65,33 @@ fn driver_version() -> Option<i32> {
         return None;
     }
     let mut v = 0i32;
-    // SAFETY: cuDriverGetVersion(int*) from the real driver.
+    // SAFETY: cuDriverGetVersion(int*) of the real driver, into a local.
     let f: unsafe extern "C" fn(*mut i32) -> i32 = unsafe { std::mem::transmute(f) };
+    // SAFETY: as above.
     (unsafe { f(&mut v) } == 0).then_some(v)
 }
 
-/// A new event of `kind` from `api`, stamped with time, thread and stage.
+/// A new event of `kind` from `api`, stamped with time, thread `t` and stage.
+#[inline]
+pub fn event_on(t: &Thread, kind: Kind, api: Api) -> Event {
+    Event {
+        kind: kind as u16,
+        api: api as u16,
+        t_ns: clock::mono_ns(),
+        tid: t.tid(),
+        stage: stages::current_id(),
+        device: -1,
+        ..Event::default()
+    }
+}
+
+/// [`event_on`] for the calling thread.
 pub fn event(kind: Kind, api: Api) -> Event {
     Event {
         kind: kind as u16,
         api: api as u16,
-        t_ns: process::mono_ns(),
-        tid: process::tid(),
+        t_ns: clock::mono_ns(),
+        tid: thread::tid(),
         stage: stages::current_id(),
         device: -1,
         ..Event::default()
@@ -81,14 +104,14 @@ fn new_module(id: u32, path: &str) {
     }
     let mut e = event(Kind::Module, Api::None);
     e.module = id;
-    journal::append_event(&e, path.as_bytes());
+    emit_raw(None, e, path.as_bytes());
 }
 
 /// Fills `module`, `owner` and `flags` from the call stack and capture state.
 #[inline(always)]
-pub fn attribute(e: &mut Event, vmm: bool) {
-    let (module, class) = attribution::calling_module(new_module);
-    let capture = attribution::capture_flags();
+pub fn attribute(t: &Thread, e: &mut Event, vmm: bool) {
+    let (module, class) = attribution::calling_module(t, new_module);
+    let capture = attribution::capture_flags(t);
     e.module = module;
     e.flags |= capture;
     if module == 0 {
@@ -98,206 +121,80 @@ pub fn attribute(e: &mut Event, vmm: bool) {
     if class == ModuleClass::Skip {
         e.owner = Owner::Direct as u8;
     }
-    crate::pools::tag(e, class == ModuleClass::Torch);
-}
-
-/// The device of the calling thread's current context, -1 when it has none.
-pub fn current_device() -> i32 {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = real::driver_fn(c"cuCtxGetDevice", &F);
-    if f == 0 {
-        return -1;
-    }
-    let mut d = -1i32;
-    // SAFETY: cuCtxGetDevice(CUdevice*) from the real driver.
-    let f: unsafe extern "C" fn(*mut i32) -> i32 = unsafe { std::mem::transmute(f) };
-    if unsafe { f(&mut d) } == 0 {
-        d
-    } else {
-        -1
-    }
-}
-
-fn note_device(d: i32) {
-    if (0..64).contains(&d) {
-        DEVICES_SEEN.fetch_or(1 << d, Ordering::Relaxed);
-    }
-}
-
-/// Devices that appeared in any event so far.
-pub fn devices_seen() -> Vec<i32> {
-    let m = DEVICES_SEEN.load(Ordering::Relaxed);
-    (0..64).filter(|d| m & (1u64 << d) != 0).collect()
+    pools::tag(e, class == ModuleClass::Torch);
 }
 
 /// Records an event (after the call it describes). Records about existing memory (maps,
 /// retains) get its owner and device from the live books.
-pub fn emit(e: &Event, text: &[u8]) {
+#[inline]
+pub fn emit_on(t: Option<&Thread>, e: &mut Event, text: &[u8]) {
     if !ensure() {
         return;
     }
-    let mut e = e.clone();
-    e.t_ns = e.t_ns.max(START_MONO.load(Ordering::Relaxed));
-    book(&mut e);
-    note_device(e.device);
-    journal::append_event(&e, text);
+    e.t_ns = e
+        .t_ns
+        .max(journal::state::START_MONO.load(Ordering::Relaxed));
+    books::book(e);
+    name_device(e.device);
+    journal::append_event(t, e, text);
+}
+
+/// [`emit_on`] without the calling thread's state at hand (`e` itself stays as it is).
+pub fn emit(e: &Event, text: &[u8]) {
+    emit_on(None, &mut e.clone(), text);
+}
+
+/// Writes `e` as it is (no books, no device record).
+fn emit_raw(t: Option<&Thread>, mut e: Event, text: &[u8]) {
+    e.t_ns = e
+        .t_ns
+        .max(journal::state::START_MONO.load(Ordering::Relaxed));
+    journal::append_event(t, &e, text);
+}
+
+/// The first time the journal meets device `d`: one `device` record with its UUID and PCI
+/// bus id (driver calls, outside any lock).
+#[inline]
+fn name_device(d: i32) {
+    if devices::first_sight(d) {
+        let mut e = event(Kind::Device, Api::VramledgerSample);
+        e.device = d;
+        emit_raw(None, e, devices::identity(d).as_bytes());
+    }
 }
 
 /// A release-type call, recorded in two halves around the real call so that the journal
 /// order is the driver's order even when another thread reuses the address at once.
 pub struct Ticket {
-    slot: Option<journal::Slot>,
+    slot: Option<Reserved>,
     event: Event,
 }
 
 impl Ticket {
     /// Before the call: reserve the record's place, take the memory out of the books.
-    pub fn before(mut e: Event) -> Ticket {
+    #[inline]
+    pub fn before(t: &Thread, mut e: Event) -> Ticket {
         if !ensure() {
             return Ticket {
                 slot: None,
                 event: e,
             };
         }
-        e.t_ns = e.t_ns.max(START_MONO.load(Ordering::Relaxed));
-        book(&mut e);
-        let slot = journal::reserve(EVENT_FIXED_LEN);
+        e.t_ns = e
+            .t_ns
+            .max(journal::state::START_MONO.load(Ordering::Relaxed));
+        books::book(&mut e);
+        let slot = journal::reserve_event(Some(t), &e);
         Ticket { slot, event: e }
     }
 
     /// After the call: write the record with the call's result.
-    pub fn finish(mut self, result: i32) {
+    #[inline]
+    pub fn finish(mut self, t: &Thread, result: i32) {
         self.event.result = result;
         if let Some(slot) = self.slot.take() {
-            journal::commit_event(slot, &self.event, b"");
+            slot.commit(Some(t), &self.event);
         }
-    }
-}
-
-/// Completes `e` from the live books (owner, size, device of the memory it is about) and
-/// applies it to them. The lock is held for map updates only.
-fn book(e: &mut Event) {
-    let mut books = LIVE.lock();
-    fill_from_books(&books, e);
-    books.apply(e);
-}
-
-fn fill_from_books(books: &LiveBooks, e: &mut Event) {
-    match e.kind() {
-        Some(Kind::Free | Kind::HostFree) => {
-            if let Some(b) = books.block_at(e.addr) {
-                e.owner = b.owner as u8;
-                e.size = b.size;
-                e.device = b.device;
-                e.module = b.module;
-                e.mem = b.mem as u8;
-            }
-        }
-        Some(Kind::VmmRelease | Kind::VmmRetain | Kind::VmmMap) if e.owner == 0 => {
-            if let Some((owner, size, device)) = books.handle_info(e.handle) {
-                e.owner = owner as u8;
-                e.device = device;
-                if e.size == 0 {
-                    e.size = size;
-                }
-            }
-        }
-        Some(Kind::VmmUnmap) => {
-            if let Some(h) = books.mapping_at(e.addr) {
-                e.handle = h;
-                if let Some((owner, _, device)) = books.handle_info(h) {
-                    e.owner = owner as u8;
-                    e.device = device;
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Writes one `live` record per (device, owner, memory kind) held now.
-pub fn write_live_books() {
-    let totals: Vec<((i32, Owner, MemKind), u64)> = LIVE.lock().totals().collect();
-    for ((device, owner, mem), bytes) in totals {
-        let mut e = event(Kind::Live, Api::VramledgerSample);
-        e.device = device;
-        e.owner = owner as u8;
-        e.mem = mem as u8;
-        e.size = bytes;
-        journal::append_event(&e, b"");
-    }
-}
-
-/// Reads free/total of the current context's device through the real driver and
-/// records it. Returns `(device, free, total)` when the driver answered.
-pub fn sample_meminfo() -> Option<(i32, u64, u64)> {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = real::resolve(Api::cuMemGetInfo_v2);
-    let f = if f != 0 {
-        f
-    } else {
-        real::driver_fn(c"cuMemGetInfo_v2", &F)
-    };
-    if f == 0 {
-        return None;
-    }
-    let (mut free, mut total) = (0usize, 0usize);
-    // SAFETY: cuMemGetInfo_v2(size_t*, size_t*) from the real driver.
-    let f: unsafe extern "C" fn(*mut usize, *mut usize) -> i32 = unsafe { std::mem::transmute(f) };
-    if unsafe { f(&mut free, &mut total) } != 0 {
-        return None;
-    }
-    let device = current_device();
-    let mut e = event(Kind::MemInfo, Api::VramledgerSample);
-    e.device = device;
-    e.arg0 = free as u64;
-    e.arg1 = total as u64;
-    emit(&e, b"");
-    Some((device, free as u64, total as u64))
-}
-
-/// NVML samples for every device seen so far.
-pub fn sample_nvml() {
-    for d in devices_seen() {
-        if let Some(s) = crate::nvml::sample(d) {
-            nvml_event(d, s);
-        }
-    }
-}
-
-/// Records one NVML reading of device `d`.
-pub fn nvml_event(d: i32, s: crate::nvml::Sample) {
-    let mut e = event(Kind::NvmlSample, Api::NvmlSample);
-    e.device = d;
-    e.arg0 = s.device_free;
-    e.arg1 = s.device_total;
-    e.arg2 = s.process_used.unwrap_or(u64::MAX);
-    emit(&e, b"");
-}
-
-/// Records an engine settings line (`line`, as printed) and the model folder it names: secrets
-/// redacted first, the line bounded and split into parts (`vramledger_engines::log::settings`).
-/// A relative model path that exists from here is made absolute (the reader runs elsewhere).
-pub fn settings_line(kind: SettingsKind, line: &[u8]) {
-    if !ensure() {
-        return;
-    }
-    let text = settings::redact(&String::from_utf8_lossy(line));
-    let e = event(Kind::Warning, Api::VramledgerSettings);
-    for part in settings::encode(kind, &text) {
-        emit(&e, part.as_bytes());
-    }
-    let Some(path) = settings::model_path(kind, &text) else {
-        return;
-    };
-    let resolved = match std::env::current_dir() {
-        Ok(cwd) if !path.starts_with('/') && cwd.join(&path).exists() => {
-            cwd.join(&path).to_string_lossy().into_owned()
-        }
-        _ => path,
-    };
-    for part in settings::encode(SettingsKind::ModelPath, &resolved) {
-        emit(&e, part.as_bytes());
     }
 }
 
@@ -317,17 +214,4 @@ pub unsafe fn c_bytes<'a>(p: *const std::ffi::c_char) -> &'a [u8] {
     }
     // SAFETY: guaranteed by the caller.
     unsafe { CStr::from_ptr(p) }.to_bytes()
-}
-
-/// In a forked child: new journal, new module ids, empty books.
-pub fn reset_after_fork() {
-    journal::reset_after_fork();
-    DEVICES_SEEN.store(0, Ordering::Relaxed);
-    crate::lifetime::reset_in_child();
-    attribution::reset_modules();
-    process::reset_tid();
-    LIVE.reset_in_child();
-    stages::reset_in_child();
-    crate::hooks::tap::reset_in_child();
-    crate::pools::reset_in_child();
 }

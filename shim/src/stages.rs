@@ -1,15 +1,9 @@
-//! The current stage, and what happens at a stage boundary.
-//!
-//! Stage names are interned to small ids (0 = `startup`). At every boundary the shim
-//! writes the stage record, samples free memory through the real driver (and NVML), and
-//! writes the live books, so the offline ledger can measure each stage's device delta.
+//! The current stage: names interned to small ids (0 = `startup`). What happens at a stage
+//! boundary (the stage record, free memory, the live books) is `crate::boundary`'s.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use vramledger_format::{Api, Kind};
-
 use crate::forksafe::ForkSafeMutex;
-use crate::recorder;
 
 /// The stage before any marker.
 pub const STARTUP: &str = "startup";
@@ -18,6 +12,7 @@ static CURRENT: AtomicU32 = AtomicU32::new(0);
 static NAMES: ForkSafeMutex<Vec<String>> = ForkSafeMutex::new();
 
 /// The current stage id.
+#[inline]
 pub fn current_id() -> u32 {
     CURRENT.load(Ordering::Relaxed)
 }
@@ -39,7 +34,8 @@ fn name_of(id: u32) -> String {
         .unwrap_or_else(|| STARTUP.to_string())
 }
 
-fn intern(name: &str) -> u32 {
+/// The id of stage `name` (a new one for a name not seen before).
+pub fn intern(name: &str) -> u32 {
     if name == STARTUP {
         return 0;
     }
@@ -51,33 +47,9 @@ fn intern(name: &str) -> u32 {
     names.len() as u32
 }
 
-/// Enters stage `name` (said by `api`; `numbers` are the engine's own figures, e.g. the
-/// logged avail/usage GiB, stored as f64 bits; `line` is the log line if any).
-pub fn enter(name: &str, api: Api, numbers: [Option<f64>; 2], line: &[u8]) {
-    let name = name.trim();
-    if name.is_empty() || !recorder::ensure() {
-        return;
-    }
-    let id = intern(name);
+/// Makes `id` the current stage.
+pub fn set_current(id: u32) {
     CURRENT.store(id, Ordering::Relaxed);
-    let mut e = recorder::event(Kind::Stage, api);
-    e.stage = id;
-    e.arg0 = numbers[0].map_or(u64::MAX, f64::to_bits);
-    e.arg1 = numbers[1].map_or(u64::MAX, f64::to_bits);
-    let mut text = name.as_bytes().to_vec();
-    if !line.is_empty() {
-        text.push(b'\n');
-        text.extend_from_slice(line);
-    }
-    recorder::emit(&e, &text);
-    boundary_samples();
-}
-
-/// Free memory, NVML and the live books, as of now.
-pub fn boundary_samples() {
-    recorder::sample_meminfo();
-    recorder::sample_nvml();
-    recorder::write_live_books();
 }
 
 /// In a forked child: the names are kept by value, the lock is replaced.

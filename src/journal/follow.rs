@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use vramledger_format::frame::{decode_frame, FrameError, PADDING_KIND};
 use vramledger_format::{check_preamble, Event, Header, Kind, PreambleCheck, PREAMBLE_LEN};
 
+use super::follow_blocks::Blocks;
 use super::{resync, Journal, ReadError};
 
 /// How long a hole before committed records may stay empty before it is read as lost.
@@ -47,6 +48,8 @@ pub struct Follower {
     /// to have ended: nothing can fill it any more).
     pub grace: Duration,
     buf: Vec<u8>,
+    /// Format 2's state, once the preamble said so.
+    blocks: Option<Blocks>,
 }
 
 impl Follower {
@@ -65,6 +68,7 @@ impl Follower {
             restarts: 0,
             grace: DEFAULT_GRACE,
             buf: Vec::new(),
+            blocks: None,
         }
     }
 
@@ -103,6 +107,23 @@ impl Follower {
         // Never blocks on a FIFO named *.vlj, never reads past the journal limit (infile).
         let (mut f, _) =
             crate::infile::open(&path, crate::infile::Kind::Journal).map_err(ReadError::Input)?;
+        if self.offset == 0 && self.blocks.is_none() {
+            let mut pre = Vec::with_capacity(PREAMBLE_LEN);
+            (&mut f)
+                .take(PREAMBLE_LEN as u64)
+                .read_to_end(&mut pre)
+                .map_err(io)?;
+            match check_preamble(&pre) {
+                PreambleCheck::Truncated => return Ok(0), // created, nothing written yet
+                PreambleCheck::NotAJournal => return Err(ReadError::NotAJournal(path)),
+                PreambleCheck::NewerVersion(v) => return Err(ReadError::NewerVersion(path, v)),
+                PreambleCheck::Ok(1) => {}
+                PreambleCheck::Ok(_) => self.blocks = Some(Blocks::default()),
+            }
+        }
+        if self.blocks.is_some() {
+            return self.poll_blocks(&mut f, now);
+        }
         if self.late_hole_filled(&mut f).map_err(io)? {
             let (grace, restarts) = (self.grace, self.restarts + 1);
             *self = Follower::new(&path);
@@ -130,6 +151,45 @@ impl Follower {
         added
     }
 
+    /// [`Self::poll_at`] for a journal of format 2.
+    fn poll_blocks(&mut self, f: &mut File, now: Instant) -> Result<usize, ReadError> {
+        let path = self.journal.path.clone();
+        let io = |e| ReadError::Io(path.clone(), e);
+        let len = f.metadata().map_err(io)?.len() as usize;
+        let mut blocks = self.blocks.take().unwrap_or_default();
+        if len < blocks.consumed {
+            // Shorter than what was read: not the same file any more. Start again.
+            blocks = Blocks::default();
+            self.journal = Journal {
+                path: path.clone(),
+                ..Journal::default()
+            };
+            self.restarts += 1;
+        }
+        let mut polled = blocks
+            .poll(f, &mut self.journal, self.grace, now)
+            .map_err(io)?;
+        if polled.reread {
+            blocks = Blocks::default();
+            self.journal = Journal {
+                path: path.clone(),
+                ..Journal::default()
+            };
+            self.restarts += 1;
+            polled = blocks
+                .poll(f, &mut self.journal, self.grace, now)
+                .map_err(io)?;
+            polled.added = self.journal.events.len();
+        }
+        if polled.changed {
+            self.restarts += 1;
+        }
+        self.header_seen = blocks.header_seen();
+        self.offset = blocks.consumed;
+        self.blocks = Some(blocks);
+        Ok(polled.added)
+    }
+
     /// True when a hole skipped earlier now holds a committed head word.
     fn late_hole_filled(&self, f: &mut File) -> std::io::Result<bool> {
         for &at in &self.skipped {
@@ -147,7 +207,7 @@ impl Follower {
         let mut at = 0usize;
         if base == 0 {
             match check_preamble(bytes) {
-                PreambleCheck::Ok => at = PREAMBLE_LEN,
+                PreambleCheck::Ok(_) => at = PREAMBLE_LEN,
                 PreambleCheck::Truncated => return Ok(0), // created, nothing written yet
                 PreambleCheck::NotAJournal => return Err(ReadError::NotAJournal(path)),
                 PreambleCheck::NewerVersion(v) => return Err(ReadError::NewerVersion(path, v)),
@@ -247,256 +307,5 @@ impl Follower {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    #[test]
-    fn a_fifo_is_refused_without_waiting_for_a_writer() {
-        let p = std::env::temp_dir().join(format!("follow-fifo-{}.vlj", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        assert!(std::process::Command::new("mkfifo")
-            .arg(&p)
-            .status()
-            .unwrap()
-            .success());
-        let e = Follower::new(&p).poll().unwrap_err();
-        let _ = std::fs::remove_file(&p);
-        assert!(e.to_string().contains("is a FIFO"), "{e}");
-    }
-    use vramledger_format::frame::{encode_frame, frame_len};
-    use vramledger_format::{preamble, Api, Owner};
-
-    fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
-        let mut b = vec![0u8; frame_len(payload.len())];
-        encode_frame(kind, payload, &mut b);
-        b
-    }
-
-    fn alloc(addr: u64) -> Vec<u8> {
-        let e = Event {
-            kind: Kind::Alloc as u16,
-            addr,
-            size: 2 << 20,
-            owner: Owner::Torch as u8,
-            api: Api::cuMemAlloc_v2 as u16,
-            device: 0,
-            ..Event::default()
-        };
-        frame(e.kind, &e.encode())
-    }
-
-    fn header() -> Vec<u8> {
-        let mut h = Header::default();
-        h.push("pid", "7");
-        frame(Kind::Header as u16, &h.encode())
-    }
-
-    struct Tmp(PathBuf);
-    impl Drop for Tmp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn tmp(name: &str) -> Tmp {
-        let p = std::env::temp_dir().join(format!("follow-{name}-{}.vlj", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        Tmp(p)
-    }
-
-    fn write_at(path: &Path, at: usize, bytes: &[u8]) {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .unwrap();
-        f.seek(SeekFrom::Start(at as u64)).unwrap();
-        f.write_all(bytes).unwrap();
-    }
-
-    fn addrs(f: &Follower) -> Vec<u64> {
-        f.journal().events.iter().map(|e| e.addr).collect()
-    }
-
-    #[test]
-    fn reads_only_what_is_new_and_waits_for_the_preamble() {
-        let t = tmp("grow");
-        write_at(&t.0, 0, b"");
-        let mut f = Follower::new(&t.0);
-        assert_eq!(f.poll().unwrap(), 0);
-        let mut bytes = preamble().to_vec();
-        bytes.extend(header());
-        bytes.extend(alloc(0x1000));
-        write_at(&t.0, 0, &bytes);
-        write_at(&t.0, bytes.len(), &[0u8; 4096]); // the zero tail of a grown chunk
-        assert_eq!(f.poll().unwrap(), 1);
-        assert!(f.has_header());
-        assert_eq!(f.journal().pid(), Some(7));
-        assert_eq!(f.poll().unwrap(), 0);
-        write_at(&t.0, bytes.len(), &alloc(0x2000));
-        assert_eq!(f.poll().unwrap(), 1);
-        assert_eq!(addrs(&f), vec![0x1000, 0x2000]);
-        assert!(
-            f.journal().warnings.is_empty(),
-            "{:?}",
-            f.journal().warnings
-        );
-    }
-
-    #[test]
-    fn a_hole_waits_then_is_skipped_and_a_late_fill_rereads_in_file_order() {
-        let t = tmp("hole");
-        let mut bytes = preamble().to_vec();
-        bytes.extend(header());
-        let hole_at = bytes.len();
-        let late = alloc(0x1000);
-        bytes.extend(vec![0u8; late.len()]); // reserved, not yet committed
-        bytes.extend(alloc(0x2000));
-        write_at(&t.0, 0, &bytes);
-        let mut f = Follower::new(&t.0);
-        let t0 = Instant::now();
-        assert_eq!(f.poll_at(t0).unwrap(), 0, "waits at the hole");
-        assert_eq!(f.poll_at(t0 + Duration::from_secs(1)).unwrap(), 0);
-        // Filled within the grace: both, in file order.
-        write_at(&t.0, hole_at, &late);
-        assert_eq!(f.poll_at(t0 + Duration::from_secs(2)).unwrap(), 2);
-        assert_eq!(addrs(&f), vec![0x1000, 0x2000]);
-
-        // A hole that stays empty past the grace is skipped as lost...
-        let t2 = tmp("hole2");
-        let mut bytes = preamble().to_vec();
-        bytes.extend(header());
-        let hole_at = bytes.len();
-        bytes.extend(vec![0u8; late.len()]);
-        bytes.extend(alloc(0x2000));
-        write_at(&t2.0, 0, &bytes);
-        let mut f = Follower::new(&t2.0);
-        assert_eq!(f.poll_at(t0).unwrap(), 0);
-        assert_eq!(f.poll_at(t0 + DEFAULT_GRACE).unwrap(), 1);
-        assert_eq!(addrs(&f), vec![0x2000]);
-        assert_eq!(f.journal().warnings.len(), 1);
-        // ...and when it is committed after all, everything is read again in file order.
-        write_at(&t2.0, hole_at, &late);
-        assert_eq!(f.poll_at(t0 + DEFAULT_GRACE).unwrap(), 2);
-        assert_eq!(f.restarts, 1);
-        assert_eq!(addrs(&f), vec![0x1000, 0x2000]);
-        let full = super::super::read(&t2.0).unwrap();
-        assert_eq!(full.events, f.journal().events);
-    }
-
-    #[test]
-    fn a_hole_in_the_journal_of_an_ended_process_is_skipped_at_once() {
-        let t = tmp("ended");
-        let mut bytes = preamble().to_vec();
-        bytes.extend(header());
-        bytes.extend(vec![0u8; alloc(0).len()]);
-        bytes.extend(alloc(0x2000));
-        write_at(&t.0, 0, &bytes);
-        let mut f = Follower::new(&t.0);
-        f.grace = Duration::ZERO;
-        assert_eq!(f.poll().unwrap(), 1);
-        assert_eq!(f.journal().events, super::super::read(&t.0).unwrap().events);
-    }
-
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
-    /// Random journals (records, padding, empty slots, flipped bytes, a cut tail): read as it
-    /// grew and then to its end after the writer stopped, a follower has what the full reader
-    /// has, in the same order, with the same verdict on damage.
-    #[test]
-    fn followed_to_the_end_a_journal_reads_as_the_full_reader_reads_it() {
-        let t = tmp("random");
-        for seed in 1..=200u64 {
-            let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-            let mut bytes = preamble().to_vec();
-            bytes.extend(header());
-            let mut bounds = vec![bytes.len()];
-            for i in 0..(r.next() % 40) {
-                match r.next() % 10 {
-                    0 => bytes.extend(vec![0u8; 104]), // a slot never committed
-                    1 => bytes.extend(frame(PADDING_KIND, &[0u8; 24])),
-                    _ => bytes.extend(alloc(0x1000 * (i + 1))),
-                }
-                bounds.push(bytes.len());
-            }
-            if r.next().is_multiple_of(4) && bytes.len() > 100 {
-                let at = 16 + (r.next() as usize % (bytes.len() - 16));
-                bytes[at] ^= 0x5a; // damage
-            }
-            if r.next().is_multiple_of(4) {
-                let cut = (r.next() % 60) as usize;
-                bytes.truncate(bytes.len().saturating_sub(cut).max(16)); // killed mid-record
-            }
-            let full = super::super::parse(&t.0, &bytes).unwrap();
-            let _ = std::fs::remove_file(&t.0);
-            let mut f = Follower::new(&t.0);
-            // As it grew: record by record, the rest of the chunk still zero.
-            for &b in bounds.iter().filter(|&&b| b <= bytes.len()) {
-                let mut grown = bytes[..b].to_vec();
-                grown.resize(bytes.len() + 64, 0);
-                write_at(&t.0, 0, &grown);
-                f.poll().unwrap();
-            }
-            write_at(&t.0, 0, &bytes);
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&t.0)
-                .unwrap()
-                .set_len(bytes.len() as u64)
-                .unwrap();
-            f.grace = Duration::ZERO;
-            f.poll().unwrap();
-            assert_eq!(f.journal().events, full.events, "seed {seed}");
-            assert_eq!(
-                f.journal().corrupt,
-                full.corrupt,
-                "seed {seed}: {:?} vs {:?}",
-                f.journal().warnings,
-                full.warnings
-            );
-        }
-    }
-
-    #[test]
-    fn wrong_files_are_the_readers_errors() {
-        let t = tmp("bad");
-        write_at(&t.0, 0, b"#!/bin/sh\necho not a journal\n");
-        let e = Follower::new(&t.0).poll().unwrap_err();
-        assert!(e.to_string().contains("is not a vramledger journal"), "{e}");
-        let mut b = preamble().to_vec();
-        b[8] = 9;
-        write_at(&t.0, 0, &b);
-        let e = Follower::new(&t.0).poll().unwrap_err();
-        assert!(e.to_string().contains("newer vramledger"), "{e}");
-    }
-
-    #[test]
-    fn a_corrupt_record_is_warned_once_and_reading_goes_on() {
-        let t = tmp("corrupt");
-        let mut bytes = preamble().to_vec();
-        bytes.extend(header());
-        let mut bad = alloc(0x1000);
-        let n = bad.len();
-        bad[n - 12] ^= 0xff;
-        bytes.extend(bad);
-        write_at(&t.0, 0, &bytes);
-        let mut f = Follower::new(&t.0);
-        assert_eq!(f.poll().unwrap(), 0);
-        assert_eq!(f.poll().unwrap(), 0);
-        assert_eq!(f.journal().warnings.len(), 1, "{:?}", f.journal().warnings);
-        assert!(f.journal().corrupt);
-        write_at(&t.0, bytes.len(), &alloc(0x3000));
-        assert_eq!(f.poll().unwrap(), 1);
-        assert_eq!(addrs(&f), vec![0x3000]);
-    }
-}
+#[path = "follow_tests.rs"]
+mod tests;

@@ -334,8 +334,11 @@ impl Scan {
             self.rules(i, e, kind);
             let cur = self.current();
             let yields = cur.set_by.yields_to_api();
-            let (startup, loading, at_i) =
-                (cur.name == st::STARTUP, cur.name == st::WEIGHT_LOAD, cur.index == i);
+            let (startup, loading, at_i) = (
+                cur.name == st::STARTUP,
+                cur.name == st::WEIGHT_LOAD,
+                cur.index == i,
+            );
             self.opens_dist_init = yields && startup;
             self.keeps_times = yields && !loading;
             // The time index of the current stage: its first record's time, then rising times.

@@ -222,10 +222,7 @@ impl Pass {
                 };
                 let key = match d.owner {
                     Owner::Torch => PoolKey::Default,
-                    _ => self
-                        .graph_keys
-                        .remove(&e.addr)
-                        .unwrap_or(PoolKey::Unknown),
+                    _ => self.graph_keys.remove(&e.addr).unwrap_or(PoolKey::Unknown),
                 };
                 self.moved(d.device, key, d.bytes, -1);
             }

@@ -157,10 +157,12 @@ impl Observer for () {
 impl<O: Observer> Observer for Option<O> {
     const BEFORE: bool = O::BEFORE;
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
-        self.as_mut().map_or(ControlFlow::Break(()), |o| o.before(now))
+        self.as_mut()
+            .map_or(ControlFlow::Break(()), |o| o.before(now))
     }
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
-        self.as_mut().map_or(ControlFlow::Break(()), |o| o.record(r))
+        self.as_mut()
+            .map_or(ControlFlow::Break(()), |o| o.record(r))
     }
     fn end(&mut self, now: &Now<'_>) {
         if let Some(o) = self {

@@ -27,6 +27,8 @@ const LIBRARIES: &[(&str, &str, &[&str])] = &[
 /// The executables: (name, libraries they link).
 pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("torch_like", &["libc10_cuda.so", "libcudart.so.13"]),
+    ("rt_mix", &["libc10_cuda.so", "libcudart.so.13"]),
+    ("two_devices", &["libcudart.so.13"]),
     ("cublas_like", &["libcublas.so.13", "libcudart.so.13"]),
     ("nccl_like", &["libnccl.so.2", "libcudart.so.13"]),
     ("direct_like", &["libthirdparty.so", "libcudart.so.13"]),

@@ -1,22 +1,33 @@
-//! What never reaches a journal: secrets in the command line, the environment and the
-//! settings lines an engine prints.
+//! What never reaches a journal: secrets in the command line, the environment and the lines an
+//! engine prints. The one set of rules, used by the shim for everything it writes.
 //!
 //! The rules (also in docs/journal.md):
-//! - a name *looks secret* when, upper-cased with `-` and `.` read as `_`, it is `KEY`,
-//!   `TOKEN`, `SECRET`, `PASSWORD`, `APIKEY` or `API_KEY`, ends with `_KEY`, `_TOKEN`,
-//!   `_SECRET` or `APIKEY`, or contains `PASSWORD`, `PASSWD`, `SECRET` or `CREDENTIAL`;
-//! - command line: the value of a flag whose name looks secret is replaced by `<redacted>`,
-//!   written `--flag value` (the next word, unless it is itself a `--flag`) or `--flag=value`;
-//!   so is the value of an environment-style `NAME=value` word whose name looks secret;
-//! - environment: a value is recorded only for a name on the allow-list (the exact names in
-//!   [`ENV_EXACT`], and names starting with one of [`ENV_PREFIXES`] that neither look secret
-//!   nor name a location: `URL`, `URI`, `HOST`, `ENDPOINT`, `ADDR`, `AUTH`, `COOKIE`), and a
-//!   name of those families that looks secret is recorded with the value `<redacted>`;
-//! - text (settings lines such as SGLang's `server_args=ServerArgs(...)` or vLLM's
+//! - a name *looks secret* ([`is_secret_name`]) when, upper-cased with `-` and `.` read as `_`,
+//!   it is `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `APIKEY` or `API_KEY`, ends with `_KEY`,
+//!   `_TOKEN`, `_SECRET` or `APIKEY`, or contains `PASSWORD`, `PASSWD`, `SECRET` or
+//!   `CREDENTIAL`; or when one of its words (split at `_`, `-`, `.`) is `token`, `secret(s)`,
+//!   `password`, `passwd`, `passphrase`, `credential(s)`, `apikey`, `authorization` or
+//!   `cookie`, or `key(s)` after `api`, `access`, `private`, `secret`, `signing` or
+//!   `encryption` (`--api-key`, `--hf-token`, `HF_TOKEN`, `VLLM_API_KEY`,
+//!   `ssl_keyfile_password`; not `--tokenizer`, `keyfile` or `--max-num-batched-tokens`);
+//! - *secret shapes* are secrets whatever their name: Hugging Face, OpenAI and GitHub tokens
+//!   (`hf_…`, `sk-…`, `ghp_…`, `github_pat_…` of 20 characters or more) and the password of a
+//!   URL (`scheme://user:password@`);
+//! - command line ([`args`], [`cmdline`]): the value of a flag whose name looks secret, written
+//!   `--flag value` (the next word, unless it is itself a `--flag`) or `--flag=value`, the value
+//!   of an environment-style `NAME=value` word whose name looks secret, and secret shapes in any
+//!   word, become `<redacted>`;
+//! - environment ([`env_value`]): a value is recorded only for a name on the allow-list (the
+//!   exact names in [`ENV_EXACT`], and names starting with one of [`ENV_PREFIXES`] that do not
+//!   name a location: `URL`, `URI`, `HOST`, `ENDPOINT`, `ADDR`, `AUTH`, `COOKIE`); a listed name
+//!   that looks secret is recorded as `<redacted>`, and secret shapes in a value are redacted;
+//! - text ([`text`]: settings lines such as SGLang's `server_args=ServerArgs(...)` or vLLM's
 //!   `non-default args: {...}`, and every log line a journal keeps): the value after a
-//!   secret-looking key followed by `=` or `:` (or after a `--flag` and a space) is replaced,
-//!   keeping its quotes or brackets (`api_key='<redacted>'`); `None`, `null` and empty
-//!   values stay as they are (they hold nothing).
+//!   secret-looking key followed by `=` or `:` (keys bare or quoted), or after a secret-looking
+//!   `--flag` and a space, is replaced, keeping its quotes (`api_key='<redacted>'`); a bare
+//!   value runs to the next `,` `)` `]` `}` `>` outside brackets and quotes (a list or a dict is
+//!   replaced whole), a quoted one to its closing quote or, in a cut line, to the end; `None`,
+//!   `null` and empty values stay as they are (they hold nothing); then secret shapes anywhere.
 
 use std::borrow::Cow;
 
@@ -39,8 +50,7 @@ pub const ENV_EXACT: &[&str] = &[
     "OMP_NUM_THREADS",
 ];
 
-/// Families of settings whose values are recorded unless the name looks secret or names a
-/// location.
+/// Families of settings whose values are recorded unless the name names a location.
 pub const ENV_PREFIXES: &[&str] = &[
     "PYTORCH_",
     "TORCH_",
@@ -64,7 +74,7 @@ fn normalized(name: &str) -> String {
 pub fn is_secret_name(name: &str) -> bool {
     let n = normalized(name);
     let n = n.trim_matches('_');
-    matches!(
+    if matches!(
         n,
         "KEY" | "TOKEN" | "SECRET" | "PASSWORD" | "APIKEY" | "API_KEY"
     ) || n.ends_with("_KEY")
@@ -74,6 +84,35 @@ pub fn is_secret_name(name: &str) -> bool {
         || ["PASSWORD", "PASSWD", "SECRET", "CREDENTIAL"]
             .iter()
             .any(|w| n.contains(w))
+    {
+        return true;
+    }
+    const SECRET_WORDS: &[&str] = &[
+        "TOKEN",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "APIKEY",
+        "AUTHORIZATION",
+        "COOKIE",
+    ];
+    const KEY_OWNERS: &[&str] = &[
+        "API",
+        "ACCESS",
+        "PRIVATE",
+        "SECRET",
+        "SIGNING",
+        "ENCRYPTION",
+    ];
+    let words: Vec<&str> = n.split('_').filter(|w| !w.is_empty()).collect();
+    words.iter().any(|w| SECRET_WORDS.contains(w))
+        || words
+            .windows(2)
+            .any(|p| KEY_OWNERS.contains(&p[0]) && (p[1] == "KEY" || p[1] == "KEYS"))
 }
 
 fn names_location(name: &str) -> bool {
@@ -86,19 +125,21 @@ fn names_location(name: &str) -> bool {
 /// What the journal records for environment variable `name` holding `value`: `None` to
 /// leave it out.
 pub fn env_value<'a>(name: &str, value: &'a str) -> Option<Cow<'a, str>> {
-    if ENV_EXACT.contains(&name) {
-        return Some(Cow::Borrowed(value));
-    }
-    if !ENV_PREFIXES.iter().any(|p| name.starts_with(p)) {
+    let listed = ENV_EXACT.contains(&name)
+        || ENV_PREFIXES.iter().any(|p| name.starts_with(p)) && !names_location_unless_secret(name);
+    if !listed {
         return None;
     }
-    if is_secret_name(name) {
+    if is_secret_name(name) && !value.is_empty() {
         return Some(Cow::Borrowed(REDACTED));
     }
-    if names_location(name) {
-        return None;
-    }
-    Some(Cow::Borrowed(value))
+    Some(shapes(value))
+}
+
+/// A listed family's name that names a location is left out, unless it looks secret (then it
+/// is recorded as `<redacted>`: the run says it was set, not to what).
+fn names_location_unless_secret(name: &str) -> bool {
+    names_location(name) && !is_secret_name(name)
 }
 
 /// An environment-style `NAME=value` word: `NAME` is `[A-Za-z_][A-Za-z0-9_]*`.
@@ -113,7 +154,7 @@ fn env_assignment(word: &str) -> Option<(&str, &str)> {
 }
 
 /// A command line with every secret value replaced by `<redacted>`.
-pub fn redact_args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
+pub fn args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut hide_next = false;
     for a in args {
@@ -126,8 +167,10 @@ pub fn redact_args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
         hide_next = false;
         if a.starts_with('-') && a.len() > 1 {
             match a.split_once('=') {
-                Some((flag, _)) if is_secret_name(flag) => out.push(format!("{flag}={REDACTED}")),
-                Some(_) => out.push(a.to_string()),
+                Some((flag, v)) if is_secret_name(flag) && !v.is_empty() => {
+                    out.push(format!("{flag}={REDACTED}"))
+                }
+                Some(_) => out.push(shapes(a).into_owned()),
                 None => {
                     hide_next = is_secret_name(a);
                     out.push(a.to_string());
@@ -136,20 +179,28 @@ pub fn redact_args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
             continue;
         }
         match env_assignment(a) {
-            Some((name, _)) if is_secret_name(name) => out.push(format!("{name}={REDACTED}")),
-            _ => out.push(a.to_string()),
+            Some((name, v)) if is_secret_name(name) && !v.is_empty() => {
+                out.push(format!("{name}={REDACTED}"))
+            }
+            _ => out.push(shapes(a).into_owned()),
         }
     }
     out
 }
 
-fn is_key_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.'
+/// A command line as `/proc/self/cmdline` holds it (arguments separated by NUL), redacted as
+/// [`args`] does.
+pub fn cmdline(cmdline: &str) -> String {
+    let words: Vec<&str> = cmdline.split('\0').collect();
+    args(&words).join("\0")
 }
 
-/// A settings line with the value of every secret-looking `key=value` / `key: value` (keys
-/// bare or quoted) replaced by `<redacted>`.
-pub fn redact_text(line: &str) -> Cow<'_, str> {
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+/// `line` with every secret replaced by [`REDACTED`] (see the module's rules).
+pub fn text(line: &str) -> Cow<'_, str> {
     let b = line.as_bytes();
     let mut out = String::new();
     let mut copied = 0;
@@ -163,221 +214,155 @@ pub fn redact_text(line: &str) -> Cow<'_, str> {
         while i < b.len() && is_key_byte(b[i]) {
             i += 1;
         }
-        let key = &line[start..i];
+        let key_end = i;
+        let key = &line[start..key_end];
         if !is_secret_name(key) {
             continue;
         }
         // An optional closing quote of a quoted key, spaces, then '=' or ':' (or, for a
-        // `--flag`, the next word).
-        let mut j = i;
-        if j < b.len() && (b[j] == b'\'' || b[j] == b'"') {
-            j += 1;
+        // `--flag`, a space and the next word).
+        let mut k = key_end;
+        if matches!(b.get(k), Some(b'\'' | b'"')) {
+            k += 1;
         }
-        while j < b.len() && b[j] == b' ' {
-            j += 1;
+        while b.get(k) == Some(&b' ') {
+            k += 1;
         }
-        if j < b.len() && (b[j] == b'=' || b[j] == b':') {
-            j += 1;
-            while j < b.len() && b[j] == b' ' {
-                j += 1;
+        let (from, to, end) = if matches!(b.get(k), Some(b'=' | b':')) {
+            k += 1;
+            while b.get(k) == Some(&b' ') {
+                k += 1;
             }
-        } else if !(key.starts_with("--") && j > i && j < b.len() && !line[j..].starts_with("--")) {
-            continue;
-        }
-        let Some((from, to)) = value_span(b, j) else {
+            value_span(b, k)
+        } else if key.starts_with("--")
+            && k > key_end
+            && k < b.len()
+            && !line[k..].starts_with("--")
+        {
+            let to = b[k..]
+                .iter()
+                .position(|&c| {
+                    c.is_ascii_whitespace() || matches!(c, b'\'' | b'"' | b',' | b')' | b']' | b'}')
+                })
+                .map_or(b.len(), |p| k + p);
+            (k, to, to)
+        } else {
             continue;
         };
         let value = &line[from..to];
-        if value.is_empty() || matches!(value, "None" | "null" | "NULL" | "''" | "\"\"") {
-            i = to;
-            continue;
+        if !value.is_empty() && !matches!(value, "None" | "null" | "NULL") {
+            out.push_str(&line[copied..from]);
+            out.push_str(REDACTED);
+            copied = to;
         }
-        out.push_str(&line[copied..from]);
-        out.push_str(REDACTED);
-        copied = to;
-        i = to;
+        i = end.max(key_end);
     }
     if copied == 0 {
-        return Cow::Borrowed(line);
+        return shapes(line);
     }
     out.push_str(&line[copied..]);
+    Cow::Owned(shapes(&out).into_owned())
+}
+
+/// The value starting at `at`: `(replace_from, replace_to, end)`. A quoted value keeps its
+/// quotes (an unclosed one, in a cut line, runs to the end); a bare value ends at a `,`, `)`,
+/// `]`, `}` or `>` outside brackets and quotes, its trailing spaces kept.
+fn value_span(b: &[u8], at: usize) -> (usize, usize, usize) {
+    if let Some(&q) = b.get(at).filter(|q| **q == b'\'' || **q == b'"') {
+        let mut i = at + 1;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                c if c == q => return (at + 1, i, i + 1),
+                _ => i += 1,
+            }
+        }
+        return (at + 1, b.len(), b.len());
+    }
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut i = at;
+    while i < b.len() {
+        let c = b[i];
+        if let Some(q) = quote {
+            if c == b'\\' {
+                i += 1;
+            } else if c == q {
+                quote = None;
+            }
+        } else {
+            match c {
+                b'\'' | b'"' => quote = Some(c),
+                b'(' | b'[' | b'{' | b'<' => depth += 1,
+                b')' | b']' | b'}' | b'>' if depth > 0 => depth -= 1,
+                b',' | b')' | b']' | b'}' | b'>' if depth == 0 => break,
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    let end = i.min(b.len());
+    let mut to = end;
+    while to > at && b[to - 1] == b' ' {
+        to -= 1;
+    }
+    (at, to, end)
+}
+
+/// Secret shapes anywhere in `s`: token-shaped values and URL passwords.
+pub fn shapes(s: &str) -> Cow<'_, str> {
+    let b = s.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut i = 0;
+    let tok = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+    while i < b.len() {
+        let boundary = i == 0 || !tok(b[i - 1]);
+        let prefix = [&b"hf_"[..], b"sk-", b"ghp_", b"github_pat_"]
+            .into_iter()
+            .find(|p| boundary && b[i..].starts_with(p));
+        if let Some(p) = prefix {
+            let mut j = i + p.len();
+            while j < b.len() && tok(b[j]) {
+                j += 1;
+            }
+            if j - i - p.len() >= 20 {
+                out.push_str(&s[copied..i]);
+                out.push_str(REDACTED);
+                copied = j;
+            }
+            i = j;
+            continue;
+        }
+        if b[i..].starts_with(b"://") {
+            let from = i + 3;
+            let mut j = from;
+            let mut colon = None;
+            while j < b.len() && !matches!(b[j], b'/' | b'@' | b'\'' | b'"' | b' ' | b',') {
+                if b[j] == b':' && colon.is_none() {
+                    colon = Some(j);
+                }
+                j += 1;
+            }
+            if let (Some(c), Some(b'@')) = (colon, b.get(j)) {
+                if c + 1 < j {
+                    out.push_str(&s[copied..c + 1]);
+                    out.push_str(REDACTED);
+                    copied = j;
+                }
+            }
+            i = j.max(from);
+            continue;
+        }
+        i += 1;
+    }
+    if copied == 0 {
+        return Cow::Borrowed(s);
+    }
+    out.push_str(&s[copied..]);
     Cow::Owned(out)
 }
 
-/// The value starting at `j`: inside its quotes or brackets when it has them, else up to
-/// `,` `)` `}` `]` or white space.
-fn value_span(b: &[u8], j: usize) -> Option<(usize, usize)> {
-    if j >= b.len() {
-        return None;
-    }
-    let q = b[j];
-    if let Some(close) = match q {
-        b'[' => Some(b']'),
-        b'(' => Some(b')'),
-        b'{' => Some(b'}'),
-        _ => None,
-    } {
-        let mut depth = 0usize;
-        for (k, &c) in b[j..].iter().enumerate() {
-            if c == q {
-                depth += 1;
-            } else if c == close {
-                depth -= 1;
-                if depth == 0 {
-                    return Some((j + 1, j + k));
-                }
-            }
-        }
-        return None;
-    }
-    if q == b'\'' || q == b'"' {
-        let end = b[j + 1..].iter().position(|&c| c == q).map(|p| j + 1 + p)?;
-        return Some((j + 1, end));
-    }
-    let end = b[j..]
-        .iter()
-        .position(|&c| matches!(c, b',' | b')' | b'}' | b']' | b' ' | b'\t'))
-        .map_or(b.len(), |p| j + p);
-    Some((j, end))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secret_names() {
-        for n in [
-            "--api-key",
-            "--token",
-            "--password",
-            "--hf-token",
-            "--admin-api-key",
-            "--ssl-keyfile-password",
-            "HF_TOKEN",
-            "VLLM_API_KEY",
-            "AWS_SECRET_ACCESS_KEY",
-            "OPENAI_APIKEY",
-            "db_password",
-            "MY_SECRET",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-            "key",
-        ] {
-            assert!(is_secret_name(n), "{n}");
-        }
-        for n in [
-            "--max-num-batched-tokens",
-            "--tokenizer",
-            "--tokenizer-mode",
-            "--skip-tokenizer-init",
-            "--ssl-keyfile",
-            "--model",
-            "--mem-fraction-static",
-            "PYTORCH_CUDA_ALLOC_CONF",
-            "NCCL_IB_HCA",
-            "--kv-cache-dtype",
-            "--max-total-tokens",
-        ] {
-            assert!(!is_secret_name(n), "{n}");
-        }
-    }
-
-    #[test]
-    fn command_lines_keep_everything_but_secret_values() {
-        let args = [
-            "env",
-            "HF_TOKEN=hf_abc",
-            "PATH=/usr/bin",
-            "python3",
-            "-m",
-            "sglang.launch_server",
-            "--api-key",
-            "sk-1",
-            "--model",
-            "m",
-            "--token=t2",
-            "--mem-fraction-static",
-            "0.8",
-            "--password",
-            "--port",
-            "30000",
-            "--hf-token",
-        ];
-        assert_eq!(
-            redact_args(&args),
-            [
-                "env",
-                "HF_TOKEN=<redacted>",
-                "PATH=/usr/bin",
-                "python3",
-                "-m",
-                "sglang.launch_server",
-                "--api-key",
-                "<redacted>",
-                "--model",
-                "m",
-                "--token=<redacted>",
-                "--mem-fraction-static",
-                "0.8",
-                "--password",
-                "--port",
-                "30000",
-                "--hf-token",
-            ]
-        );
-        let none: [&str; 0] = [];
-        assert!(redact_args(&none).is_empty());
-        // A value that looks like a flag of one dash is still hidden.
-        assert_eq!(
-            redact_args(&["--api-key", "-x"]),
-            ["--api-key", "<redacted>"]
-        );
-    }
-
-    #[test]
-    fn the_environment_is_an_allow_list() {
-        let rec = |n: &str, v: &'static str| env_value(n, v).map(|c| c.into_owned());
-        assert_eq!(
-            rec("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
-            Some("expandable_segments:True".into())
-        );
-        assert_eq!(rec("CUDA_VISIBLE_DEVICES", "0,1"), Some("0,1".into()));
-        assert_eq!(rec("RANK", "3"), Some("3".into()));
-        assert_eq!(rec("VLLM_API_KEY", "sk-live"), Some(REDACTED.into()));
-        assert_eq!(rec("SGLANG_ADMIN_TOKEN", "x"), Some(REDACTED.into()));
-        assert_eq!(rec("VLLM_HOST_IP", "10.0.0.1"), None);
-        assert_eq!(rec("SGLANG_STORAGE_URL", "s3://u:p@h/b"), None);
-        assert_eq!(rec("HF_TOKEN", "hf_x"), None);
-        assert_eq!(rec("AWS_SECRET_ACCESS_KEY", "x"), None);
-        assert_eq!(rec("HOME", "/root"), None);
-        assert_eq!(rec("CUDA_HOME", "/usr/local/cuda"), None);
-        assert_eq!(rec("NCCL_DEBUG", "INFO"), Some("INFO".into()));
-    }
-
-    #[test]
-    fn settings_lines_lose_their_secrets_and_keep_their_shape() {
-        let sglang = "server_args=ServerArgs(model_path='m', api_key='sk-123', admin_api_key=None, mem_fraction_static=0.8, hf_token=abc)";
-        assert_eq!(
-            redact_text(sglang),
-            "server_args=ServerArgs(model_path='m', api_key='<redacted>', admin_api_key=None, mem_fraction_static=0.8, hf_token=<redacted>)"
-        );
-        let vllm = "non-default args: {'model': 'm', 'api_key': ['k1', 'k2'], \"hf_token\": \"t\", 'max_model_len': 4096}";
-        assert_eq!(
-            redact_text(vllm),
-            "non-default args: {'model': 'm', 'api_key': [<redacted>], \"hf_token\": \"<redacted>\", 'max_model_len': 4096}"
-        );
-        let plain = "Load weight end. avail mem=63.57 GB, mem usage=15.11 GB.";
-        assert!(matches!(redact_text(plain), Cow::Borrowed(_)));
-        assert_eq!(redact_text("token_budget=8192"), "token_budget=8192");
-        assert_eq!(redact_text("password="), "password=");
-        assert_eq!(
-            redact_text("x password:'unterminated"),
-            "x password:'unterminated"
-        );
-        assert_eq!(
-            redact_text("launch: python3 -m sglang --api-key sk-9 --port 1"),
-            "launch: python3 -m sglang --api-key <redacted> --port 1"
-        );
-        assert_eq!(redact_text("--token --port 1"), "--token --port 1");
-    }
-}
+#[path = "redact_tests.rs"]
+mod tests;

@@ -82,6 +82,16 @@ pub fn pci_bus_id(dev: usize) -> String {
 
 pub const DEVICE_NAME: &str = "NVIDIA H200 (fakecuda)";
 
+/// Device `dev`'s UUID (16 bytes, stable across runs): `GPU-fa4ecda0-0000-4000-8000-00000000000N`.
+pub fn uuid(dev: usize) -> [u8; 16] {
+    let mut u = [0u8; 16];
+    u[..4].copy_from_slice(&[0xfa, 0x4e, 0xcd, 0xa0]);
+    u[6] = 0x40;
+    u[8] = 0x80;
+    u[15] = dev as u8;
+    u
+}
+
 fn check_device(st: &mut State, dev: CUdevice) -> Result<usize, CUresult> {
     st.device(dev)?;
     Ok(dev as usize)
@@ -162,6 +172,24 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(
             write_cstr(bus_id, len, &id)
         })
     })
+}
+
+/// `cuDeviceGetUuid` and `_v2` (the same 16 bytes here; the real `_v2` also names MIG
+/// instances).
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid_out: *mut [u8; 16], dev: CUdevice) -> CUresult {
+    ffi(|| {
+        with_init(|st| {
+            let d = check_device(st, dev)?;
+            *out(uuid_out)? = uuid(d);
+            Ok(())
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetUuid(uuid_out: *mut [u8; 16], dev: CUdevice) -> CUresult {
+    cuDeviceGetUuid_v2(uuid_out, dev)
 }
 
 #[no_mangle]

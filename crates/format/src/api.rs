@@ -74,6 +74,8 @@ apis! {
     cuCtxCreate_v3 = 44 => "cuCtxCreate_v3",
     cuCtxCreate_v4 = 45 => "cuCtxCreate_v4",
     cuCtxDestroy_v2 = 46 => "cuCtxDestroy_v2",
+    // Green contexts (CUDA 12.4+): noted as contexts on their device, not recorded.
+    cuGreenCtxCreate = 47 => "cuGreenCtxCreate",
     // Stream capture.
     cuStreamBeginCapture = 50 => "cuStreamBeginCapture",
     cuStreamBeginCapture_ptsz = 51 => "cuStreamBeginCapture_ptsz",
@@ -103,6 +105,10 @@ apis! {
     // An engine settings line or the model path it names: a `warning`-kind record whose
     // text is a part of `vramledger_engines::log::settings`, never a stage change.
     VramledgerSettings = 104 => "vramledger_settings",
+    // An engine line that carries sizing numbers without changing the stage (vLLM's
+    // `GPU KV cache size: …`, `Maximum concurrency …`, the `--kv-cache-memory=` summary):
+    // a `warning`-kind record whose text is the line, secrets redacted.
+    VramledgerEngineLine = 105 => "vramledger_engine_line",
     // The Python pool hooks, through libvramledger's C API.
     VramledgerPoolBegin = 110 => "vramledger_pool_begin",
     VramledgerPoolEnd = 111 => "vramledger_pool_end",

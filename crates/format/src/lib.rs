@@ -5,32 +5,38 @@
 //!
 //! ```text
 //! preamble   8 bytes magic "VRAMLJNL" | u32 format version | u32 reserved (0)
-//! frames     repeated, each 8-byte aligned:
+//! format 1   frames, repeated, each 8-byte aligned:
 //!            u32 head = FRAME_MAGIC << 16 | kind   (written last: a zero head = not committed)
 //!            u32 payload length
 //!            payload
 //!            u32 crc32 of (kind, length, payload)
 //!            zero padding to the next multiple of 8
+//! format 2   64 KiB blocks, each ending in a seal with one CRC-32 of the block
+//!            ([`block`]); inside, the frames of format 1 for records with text and
+//!            compact records of 16 to 64 bytes for the rest ([`compact`])
 //! ```
 //!
-//! A frame is committed by storing its head word after everything else, so a reader of a
+//! A record is committed by storing its first word after everything else, so a reader of a
 //! file whose writer was killed sees each record whole or not at all. Files may end with
-//! zero bytes (the writer grows them in chunks); a reader stops at the first zero head
-//! that is not followed by a committed frame.
+//! zero bytes (the writer grows them in chunks).
 //!
 //! Record kinds keep their numeric tag forever; new fields are appended to a payload and
-//! old readers ignore the bytes they do not know. [`FORMAT_VERSION`] only changes for an
-//! incompatible change.
+//! old readers ignore the bytes they do not know. The format version changes only for a
+//! change old readers cannot skip (format 2's blocks); readers read every older version.
 //!
-//! This crate must stay free of dependencies: it is compiled into every CUDA process the
-//! shim enters.
+//! Compiled into every CUDA process the shim enters, so it depends on one small crate only
+//! (`crc32fast`, for the block checksums).
 
 pub mod api;
+pub mod block;
+pub mod compact;
 pub mod crc;
 pub mod frame;
 pub mod header;
 pub mod live;
+pub mod memwriter;
 pub mod record;
+pub mod walk;
 
 pub use api::Api;
 pub use frame::{decode_frame, encode_frame, FrameError, FRAME_MAGIC, PADDING_KIND};
@@ -40,26 +46,33 @@ pub use record::{Event, Kind, MemKind, Owner, PoolScope, EVENT_FIXED_LEN, POOL_U
 
 /// The magic bytes that open every journal.
 pub const MAGIC: &[u8; 8] = b"VRAMLJNL";
-/// Bumped only for changes an old reader cannot skip.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format this crate reads and the shim writes (bumped only for changes an old
+/// reader cannot skip).
+pub const FORMAT_VERSION: u32 = 2;
 /// Length of the preamble (magic, version, reserved).
 pub const PREAMBLE_LEN: usize = 16;
 /// File name suffix of journals.
 pub const JOURNAL_SUFFIX: &str = ".vlj";
 
-/// The preamble bytes for a new journal.
-pub fn preamble() -> [u8; PREAMBLE_LEN] {
+/// The preamble of a journal of format `version`.
+pub fn preamble_of(version: u32) -> [u8; PREAMBLE_LEN] {
     let mut p = [0u8; PREAMBLE_LEN];
     p[..8].copy_from_slice(MAGIC);
-    p[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    p[8..12].copy_from_slice(&version.to_le_bytes());
     p
+}
+
+/// The preamble of a journal of format 1, which tests and tools build frame by frame
+/// ([`frame::encode_frame`]); the shim writes format 2 ([`preamble_of`]).
+pub fn preamble() -> [u8; PREAMBLE_LEN] {
+    preamble_of(1)
 }
 
 /// What a preamble says about a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreambleCheck {
-    /// A journal this reader understands.
-    Ok,
+    /// A journal this reader understands, of this format version.
+    Ok(u32),
     /// Not a vramledger journal at all.
     NotAJournal,
     /// A journal written by a newer format this reader cannot read.
@@ -83,7 +96,7 @@ pub fn check_preamble(bytes: &[u8]) -> PreambleCheck {
     if version > FORMAT_VERSION || version == 0 {
         return PreambleCheck::NewerVersion(version);
     }
-    PreambleCheck::Ok
+    PreambleCheck::Ok(version)
 }
 
 #[cfg(test)]
@@ -92,7 +105,8 @@ mod tests {
 
     #[test]
     fn preamble_round_trip() {
-        assert_eq!(check_preamble(&preamble()), PreambleCheck::Ok);
+        assert_eq!(check_preamble(&preamble()), PreambleCheck::Ok(1));
+        assert_eq!(check_preamble(&preamble_of(2)), PreambleCheck::Ok(2));
         let mut newer = preamble();
         newer[8] = 9;
         assert_eq!(check_preamble(&newer), PreambleCheck::NewerVersion(9));

@@ -105,16 +105,12 @@ pub struct LiveBooks {
 }
 
 /// Stream-ordered allocations: their sizes are requests served from a pool.
-fn is_async(api: Option<Api>) -> bool {
-    matches!(
-        api,
-        Some(
-            Api::cuMemAllocAsync
-                | Api::cuMemAllocAsync_ptsz
-                | Api::cuMemAllocFromPoolAsync
-                | Api::cuMemAllocFromPoolAsync_ptsz
-        )
-    )
+#[inline]
+fn is_async(api: u16) -> bool {
+    api == Api::cuMemAllocAsync as u16
+        || api == Api::cuMemAllocAsync_ptsz as u16
+        || api == Api::cuMemAllocFromPoolAsync as u16
+        || api == Api::cuMemAllocFromPoolAsync_ptsz as u16
 }
 
 impl LiveBooks {
@@ -162,6 +158,64 @@ impl LiveBooks {
         }
     }
 
+    /// [`LiveBooks::apply`] that first completes a release from the books, as the shim
+    /// records it: a free takes the size, owner, device, module and memory kind of its
+    /// allocation (one lookup for both), a VMM release, retain or map the owner and device of
+    /// its handle, an unmap the handle mapped at its address.
+    pub fn book(&mut self, e: &mut Event) -> Option<Delta> {
+        match e.kind() {
+            // The common case in one lookup: no stream-ordered block to look past.
+            Some(Kind::Free) if e.result == 0 && self.async_blocks.is_empty() => {
+                match self.blocks.remove(&e.addr) {
+                    Some(b) => {
+                        fill_from(e, &b);
+                        Some(self.add(&b, -1))
+                    }
+                    None => {
+                        if let Some(b) = self.host.get(&e.addr) {
+                            fill_from(e, b);
+                        }
+                        self.unknown_frees += 1;
+                        None
+                    }
+                }
+            }
+            Some(Kind::Free | Kind::HostFree) => {
+                if let Some(b) = self.block_at(e.addr) {
+                    e.owner = b.owner as u8;
+                    e.size = b.size;
+                    e.device = b.device;
+                    e.module = b.module;
+                    e.mem = b.mem as u8;
+                }
+                self.apply(e)
+            }
+            Some(Kind::VmmRelease | Kind::VmmRetain | Kind::VmmMap) => {
+                if e.owner == 0 {
+                    if let Some((owner, size, device)) = self.handle_info(e.handle) {
+                        e.owner = owner as u8;
+                        e.device = device;
+                        if e.size == 0 {
+                            e.size = size;
+                        }
+                    }
+                }
+                self.apply(e)
+            }
+            Some(Kind::VmmUnmap) => {
+                if let Some(h) = self.mapping_at(e.addr) {
+                    e.handle = h;
+                    if let Some((owner, _, device)) = self.handle_info(h) {
+                        e.owner = owner as u8;
+                        e.device = device;
+                    }
+                }
+                self.apply(e)
+            }
+            _ => self.apply(e),
+        }
+    }
+
     /// Applies one event; returns the physical change it caused, if any.
     pub fn apply(&mut self, e: &Event) -> Option<Delta> {
         if e.result != 0 {
@@ -170,7 +224,7 @@ impl LiveBooks {
         match e.kind()? {
             Kind::Alloc => {
                 let b = Self::block_of(e, e.mem());
-                if is_async(e.api()) {
+                if is_async(e.api) {
                     self.async_blocks.insert(e.addr, b);
                     return None;
                 }
@@ -430,114 +484,16 @@ impl LiveBooks {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ev(kind: Kind, addr: u64, size: u64, handle: u64, owner: Owner) -> Event {
-        Event {
-            kind: kind as u16,
-            device: 0,
-            addr,
-            size,
-            handle,
-            owner: owner as u8,
-            api: Api::cuMemAlloc_v2 as u16,
-            ..Event::default()
-        }
-    }
-
-    #[test]
-    fn alloc_free_pairs() {
-        let mut b = LiveBooks::new();
-        let d = b.apply(&ev(Kind::Alloc, 0x1000, 4 << 20, 0, Owner::Torch));
-        assert_eq!(d.map(|d| d.bytes), Some(4 << 20));
-        assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 4 << 20);
-        let d = b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None));
-        assert_eq!(
-            d.map(|d| (d.owner, d.bytes)),
-            Some((Owner::Torch, -(4 << 20)))
-        );
-        assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 0);
-        assert_eq!(b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None)), None);
-        assert_eq!(b.unknown_frees, 1);
-    }
-
-    #[test]
-    fn nccl_free_sequence_returns_memory_only_at_the_end() {
-        // create, reserve, map; then retain, release, unmap, release (NCCL's order).
-        let mut b = LiveBooks::new();
-        let h = 77;
-        assert!(b
-            .apply(&ev(Kind::VmmCreate, 0, 2 << 20, h, Owner::Nccl))
-            .is_some());
-        b.apply(&ev(Kind::VmmMap, 0x5000, 2 << 20, h, Owner::None));
-        assert_eq!(
-            b.apply(&ev(Kind::VmmRetain, 0x5000, 0, h, Owner::None)),
-            None
-        );
-        assert_eq!(b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None)), None);
-        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
-        assert_eq!(
-            b.apply(&ev(Kind::VmmUnmap, 0x5000, 2 << 20, 0, Owner::None)),
-            None
-        );
-        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
-        let d = b
-            .apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None))
-            .unwrap();
-        assert_eq!((d.owner, d.bytes), (Owner::Nccl, -(2 << 20)));
-        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 0);
-    }
-
-    #[test]
-    fn release_before_unmap_keeps_memory_until_unmap() {
-        // PyTorch-style unmap+release, and the reverse order.
-        let mut b = LiveBooks::new();
-        b.apply(&ev(Kind::VmmCreate, 0, 20 << 20, 1, Owner::Torch));
-        b.apply(&ev(Kind::VmmMap, 0x10_0000, 20 << 20, 1, Owner::None));
-        assert_eq!(b.apply(&ev(Kind::VmmRelease, 0, 0, 1, Owner::None)), None);
-        let d = b
-            .apply(&ev(Kind::VmmUnmap, 0x10_0000, 20 << 20, 0, Owner::None))
-            .unwrap();
-        assert_eq!(d.bytes, -(20 << 20));
-    }
-
-    #[test]
-    fn host_numa_and_async_are_not_vram() {
-        let mut b = LiveBooks::new();
-        let mut host = ev(Kind::VmmCreate, 0, 2 << 20, 5, Owner::Nccl);
-        host.mem = MemKind::HostPinned as u8;
-        b.apply(&host);
-        assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 0);
-        assert_eq!(b.held(0, Owner::Nccl, MemKind::HostPinned), 2 << 20);
-
-        let mut a = ev(Kind::Alloc, 0x9000, 1 << 20, 0, Owner::Torch);
-        a.api = Api::cuMemAllocAsync as u16;
-        assert_eq!(b.apply(&a), None);
-        let mut s = ev(Kind::PoolSample, 0, 0, 0xABC, Owner::Torch);
-        s.arg0 = 32 << 20;
-        assert_eq!(b.apply(&s).map(|d| d.bytes), Some(32 << 20));
-        s.arg0 = 32 << 20;
-        assert_eq!(b.apply(&s), None);
-        assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 32 << 20);
-        assert_eq!(b.apply(&ev(Kind::Free, 0x9000, 0, 0, Owner::None)), None);
-        assert_eq!(b.unknown_frees, 0);
-    }
-
-    #[test]
-    fn reservations_are_virtual_only() {
-        let mut b = LiveBooks::new();
-        b.apply(&ev(
-            Kind::VaReserve,
-            0x1_0000_0000,
-            1 << 40,
-            0,
-            Owner::Torch,
-        ));
-        assert_eq!(b.totals().count(), 0);
-        assert_eq!(b.reserved_va().get(&0), Some(&(1u64 << 40)));
-        b.apply(&ev(Kind::VaFree, 0x1_0000_0000, 1 << 40, 0, Owner::None));
-        assert!(b.reserved_va().is_empty());
-    }
+/// The fields of a released allocation's record that its allocation gives.
+#[inline]
+fn fill_from(e: &mut Event, b: &Block) {
+    e.owner = b.owner as u8;
+    e.size = b.size;
+    e.device = b.device;
+    e.module = b.module;
+    e.mem = b.mem as u8;
 }
+
+#[cfg(test)]
+#[path = "live_tests.rs"]
+mod tests;

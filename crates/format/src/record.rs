@@ -41,6 +41,9 @@ tagged! {
         /// The stage `stage` (named `text`) starts now. `api`: who said so.
         /// `arg0`: engine number field if any (bits of an f64), `arg1`: second number.
         Stage = 3 => "stage",
+        /// Format 2: defines a template of compact records (`crate::compact`). Consumed by
+        /// readers, never an event of its own.
+        Template = 4 => "template",
         /// Device memory allocated at `addr`, `size` bytes (`arg0`: bytes requested).
         Alloc = 10 => "alloc",
         /// Device memory at `addr` freed (`size`, `owner`, `module` of the allocation when known).
@@ -104,6 +107,9 @@ tagged! {
         /// A context event on `device` (`api`): `size` measured bytes it took (0 if unknown),
         /// `arg0` NVML device free before, `arg1` after, `handle` the context.
         Context = 80 => "context",
+        /// Device `device` as the driver names it, once per device: `text` is
+        /// `uuid=GPU-…` and `pci_bus_id=…` lines (either may be missing).
+        Device = 81 => "device",
         /// The live books at this moment: `owner` holds `size` bytes on `device`
         /// (`mem` says which kind of memory). Written at stage boundaries and failed allocations.
         Live = 90 => "live",

@@ -24,7 +24,8 @@ use std::ffi::{c_char, c_void, CStr};
 
 use vramledger_format::Api;
 
-use super::{exports, real};
+use super::procaddr;
+use crate::real;
 
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
@@ -121,7 +122,7 @@ extern "C" fn route(handle: *mut c_void, symbol: *const c_char) -> usize {
     let Some(api) = Api::from_name(text) else {
         return 0;
     };
-    let hook = exports::hook_addr(api);
+    let hook = procaddr::hook_of(api);
     if hook == 0 || crate::config::disabled() {
         return 0;
     }

@@ -9,10 +9,12 @@ use std::ffi::c_char;
 
 use vramledger_format::Api;
 
-use crate::hooks::{capture, context, host, meminfo, memory, nccl, vmm};
-use crate::{guard, stages};
+use crate::hooks::{capture, context, host, meminfo, memory, nccl, pools, vmm};
+use crate::{boundary, guard, samples};
 
-/// The hook that stands in for `api`, as an address (0 for entries that are not hooks).
+/// The hook that stands in for `api`, as an address (0 for entries that are not hooks, and
+/// for the two `cuGetProcAddress` versions, whose hooks [`super::procaddr::own`] gives: they
+/// are the ones that route through this table).
 pub fn hook_addr(api: Api) -> usize {
     use Api as A;
     match api {
@@ -20,17 +22,17 @@ pub fn hook_addr(api: Api) -> usize {
         A::cuMemAllocPitch_v2 => memory::cuMemAllocPitch_v2 as *const () as usize,
         A::cuMemAllocManaged => memory::cuMemAllocManaged as *const () as usize,
         A::cuMemFree_v2 => memory::cuMemFree_v2 as *const () as usize,
-        A::cuMemAllocAsync => memory::cuMemAllocAsync as *const () as usize,
-        A::cuMemAllocAsync_ptsz => memory::cuMemAllocAsync_ptsz as *const () as usize,
-        A::cuMemAllocFromPoolAsync => memory::cuMemAllocFromPoolAsync as *const () as usize,
+        A::cuMemAllocAsync => pools::cuMemAllocAsync as *const () as usize,
+        A::cuMemAllocAsync_ptsz => pools::cuMemAllocAsync_ptsz as *const () as usize,
+        A::cuMemAllocFromPoolAsync => pools::cuMemAllocFromPoolAsync as *const () as usize,
         A::cuMemAllocFromPoolAsync_ptsz => {
-            memory::cuMemAllocFromPoolAsync_ptsz as *const () as usize
+            pools::cuMemAllocFromPoolAsync_ptsz as *const () as usize
         }
-        A::cuMemFreeAsync => memory::cuMemFreeAsync as *const () as usize,
-        A::cuMemFreeAsync_ptsz => memory::cuMemFreeAsync_ptsz as *const () as usize,
-        A::cuMemPoolCreate => memory::cuMemPoolCreate as *const () as usize,
-        A::cuMemPoolDestroy => memory::cuMemPoolDestroy as *const () as usize,
-        A::cuMemPoolTrimTo => memory::cuMemPoolTrimTo as *const () as usize,
+        A::cuMemFreeAsync => pools::cuMemFreeAsync as *const () as usize,
+        A::cuMemFreeAsync_ptsz => pools::cuMemFreeAsync_ptsz as *const () as usize,
+        A::cuMemPoolCreate => pools::cuMemPoolCreate as *const () as usize,
+        A::cuMemPoolDestroy => pools::cuMemPoolDestroy as *const () as usize,
+        A::cuMemPoolTrimTo => pools::cuMemPoolTrimTo as *const () as usize,
         A::cuMemCreate => vmm::cuMemCreate as *const () as usize,
         A::cuMemRetainAllocationHandle => vmm::cuMemRetainAllocationHandle as *const () as usize,
         A::cuMemRelease => vmm::cuMemRelease as *const () as usize,
@@ -57,6 +59,7 @@ pub fn hook_addr(api: Api) -> usize {
         A::cuCtxCreate_v3 => context::cuCtxCreate_v3 as *const () as usize,
         A::cuCtxCreate_v4 => context::cuCtxCreate_v4 as *const () as usize,
         A::cuCtxDestroy_v2 => context::cuCtxDestroy_v2 as *const () as usize,
+        A::cuGreenCtxCreate => context::cuGreenCtxCreate as *const () as usize,
         A::cuStreamBeginCapture => capture::cuStreamBeginCapture as *const () as usize,
         A::cuStreamBeginCapture_ptsz => capture::cuStreamBeginCapture_ptsz as *const () as usize,
         A::cuStreamBeginCapture_v2 => capture::cuStreamBeginCapture_v2 as *const () as usize,
@@ -75,19 +78,20 @@ pub fn hook_addr(api: Api) -> usize {
             capture::cuThreadExchangeStreamCaptureMode as *const () as usize
         }
         A::cuMemGetInfo_v2 => meminfo::cuMemGetInfo_v2 as *const () as usize,
-        A::cuGetProcAddress => super::procaddr::cuGetProcAddress as *const () as usize,
-        A::cuGetProcAddress_v2 => super::procaddr::cuGetProcAddress_v2 as *const () as usize,
         A::ncclMemAlloc => nccl::ncclMemAlloc as *const () as usize,
         A::ncclMemFree => nccl::ncclMemFree as *const () as usize,
         A::ncclCommRegister => nccl::ncclCommRegister as *const () as usize,
         A::ncclCommDeregister => nccl::ncclCommDeregister as *const () as usize,
         A::ncclCommWindowRegister => nccl::ncclCommWindowRegister as *const () as usize,
         A::ncclCommWindowDeregister => nccl::ncclCommWindowDeregister as *const () as usize,
-        A::None
+        A::cuGetProcAddress
+        | A::cuGetProcAddress_v2
+        | A::None
         | A::VramledgerSample
         | A::VramledgerStage
         | A::VramledgerLogLine
         | A::VramledgerSettings
+        | A::VramledgerEngineLine
         | A::NvmlSample
         | A::VramledgerPoolBegin
         | A::VramledgerPoolEnd
@@ -110,7 +114,7 @@ pub unsafe extern "C" fn vramledger_stage(name: *const c_char) {
     // SAFETY: the caller passes a NUL-terminated string.
     let bytes = unsafe { crate::recorder::c_bytes(name) };
     let text = String::from_utf8_lossy(bytes).into_owned();
-    guard::record(|| stages::enter(&text, Api::VramledgerStage, [None, None], b""));
+    guard::record(|| boundary::enter(&text, Api::VramledgerStage, [None, None], b""));
 }
 
 /// Public API: records free memory and the live books now, without changing the stage.
@@ -118,7 +122,7 @@ pub unsafe extern "C" fn vramledger_stage(name: *const c_char) {
 pub extern "C" fn vramledger_sample() {
     guard::record(|| {
         if crate::recorder::ensure() {
-            stages::boundary_samples();
+            samples::boundary();
         }
     });
 }

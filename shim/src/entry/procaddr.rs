@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use vramledger_format::Api;
 
-use super::{exports, real};
+use super::exports;
 use crate::ffi::*;
 use crate::guard;
-use crate::hooks::{missing, real};
+use crate::hooks::forward::forward;
+use crate::real;
 
 type GpaV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 type GpaV2 =
@@ -30,6 +31,20 @@ static TABLE_FILLED: AtomicBool = AtomicBool::new(false);
 /// (driver 580 does so for version 11000): wrapped by [`private_v1`]/[`private_v2`].
 static PRIVATE_V1: AtomicUsize = AtomicUsize::new(0);
 static PRIVATE_V2: AtomicUsize = AtomicUsize::new(0);
+
+/// This file's own hooks: the two `cuGetProcAddress` versions.
+pub fn own(api: Api) -> Option<usize> {
+    match api {
+        Api::cuGetProcAddress => Some(cuGetProcAddress as *const () as usize),
+        Api::cuGetProcAddress_v2 => Some(cuGetProcAddress_v2 as *const () as usize),
+        _ => None,
+    }
+}
+
+/// The hook of any entry point: this file's own, or the one the export table lists.
+pub fn hook_of(api: Api) -> usize {
+    own(api).unwrap_or_else(|| exports::hook_addr(api))
+}
 
 fn claim(slot: &AtomicUsize, p: usize) -> bool {
     match slot.compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
@@ -55,9 +70,9 @@ unsafe fn route(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int) {
     let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
     let replacement = if name == b"cuGetProcAddress" {
         if p == real::known(Api::cuGetProcAddress_v2) {
-            exports::hook_addr(Api::cuGetProcAddress_v2)
+            cuGetProcAddress_v2 as *const () as usize
         } else if p == real::known(Api::cuGetProcAddress) {
-            exports::hook_addr(Api::cuGetProcAddress)
+            cuGetProcAddress as *const () as usize
         } else if version >= 12000 {
             if claim(&PRIVATE_V2, p) {
                 private_v2 as *const () as usize
@@ -71,7 +86,7 @@ unsafe fn route(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int) {
         }
     } else {
         match real::api_of_real(p) {
-            Some(api) => exports::hook_addr(api),
+            Some(api) => hook_of(api),
             None => 0,
         }
     };
@@ -89,11 +104,9 @@ pub unsafe extern "C" fn cuGetProcAddress(
     flags: u64,
 ) -> CUresult {
     let api = Api::cuGetProcAddress;
-    let Some(f) = real!(api, GpaV1) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(symbol, pfn, version, flags) };
+    let rc = forward!(api, GpaV1, symbol, pfn, version, flags);
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc
@@ -108,11 +121,9 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     status: *mut c_int,
 ) -> CUresult {
     let api = Api::cuGetProcAddress_v2;
-    let Some(f) = real!(api, GpaV2) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(symbol, pfn, version, flags, status) };
+    let rc = forward!(api, GpaV2, symbol, pfn, version, flags, status);
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc
@@ -126,8 +137,10 @@ unsafe extern "C" fn private_v1(
 ) -> CUresult {
     // SAFETY: only handed out after PRIVATE_V1 was set to the driver's 4-argument function.
     let f: GpaV1 = unsafe { std::mem::transmute(PRIVATE_V1.load(Ordering::Acquire)) };
+    // SAFETY: the caller's arguments, passed on to the driver's function unchanged.
     let rc = unsafe { f(symbol, pfn, version, flags) };
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc
@@ -142,8 +155,10 @@ unsafe extern "C" fn private_v2(
 ) -> CUresult {
     // SAFETY: only handed out after PRIVATE_V2 was set to the driver's 5-argument function.
     let f: GpaV2 = unsafe { std::mem::transmute(PRIVATE_V2.load(Ordering::Acquire)) };
+    // SAFETY: the caller's arguments, passed on to the driver's function unchanged.
     let rc = unsafe { f(symbol, pfn, version, flags, status) };
     if rc == CUDA_SUCCESS {
+        // SAFETY: the caller's arguments of the lookup that just succeeded.
         guard::record(|| unsafe { route(symbol, pfn, version) });
     }
     rc

@@ -8,11 +8,9 @@ use std::ffi::{c_uint, c_void};
 
 use vramledger_format::{Api, Kind};
 
-use super::{forward, missing, real};
-use crate::attribution;
+use super::forward::forward;
 use crate::ffi::*;
-use crate::guard;
-use crate::recorder;
+use crate::{attribution, devices, guard, recorder};
 
 /// `CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`: the capture is still open after this.
 const WRONG_THREAD: CUresult = 908;
@@ -27,7 +25,7 @@ fn begun(api: Api, rc: CUresult, stream: CUstream, mode: c_uint) {
         let mut e = recorder::event(Kind::CaptureBegin, api);
         e.handle = stream as u64;
         e.arg0 = mode as u64;
-        e.device = recorder::current_device();
+        e.device = devices::current();
         recorder::emit(&e, b"");
     });
 }
@@ -41,7 +39,7 @@ fn ended(api: Api, rc: CUresult, stream: CUstream) {
         let mut e = recorder::event(Kind::CaptureEnd, api);
         e.result = rc;
         e.handle = stream as u64;
-        e.device = recorder::current_device();
+        e.device = devices::current();
         recorder::emit(&e, b"");
     });
 }
@@ -143,15 +141,16 @@ pub unsafe extern "C" fn cuStreamEndCapture_ptsz(
 pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_uint) -> CUresult {
     crate::note_entry!();
     let api = Api::cuThreadExchangeStreamCaptureMode;
-    let Some(f) = real!(api, unsafe extern "C" fn(*mut c_uint) -> CUresult) else {
-        return missing(api);
-    };
+    if crate::real::resolve(api) == 0 {
+        return super::forward::missing(api);
+    }
     let requested = if mode.is_null() {
         None
     } else {
+        // SAFETY: the caller's in/out argument, which the driver is about to read.
         Some(unsafe { *mode })
     };
-    let rc = unsafe { f(mode) };
+    let rc = forward!(api, unsafe extern "C" fn(*mut c_uint) -> CUresult, mode);
     if rc == CUDA_SUCCESS {
         if let Some(m) = requested {
             attribution::set_mode(m);

@@ -9,10 +9,9 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use vramledger_format::{Api, Kind, Owner};
 
-use super::{missing, real};
+use super::forward::forward;
 use crate::ffi::*;
-use crate::guard;
-use crate::{lifetime, nvml, recorder};
+use crate::{devices, guard, lifetime, nvml, recorder, samples};
 
 fn nvml_free(device: CUdevice) -> Option<u64> {
     let mut out = None;
@@ -46,10 +45,7 @@ fn context_event(api: Api, rc: CUresult, device: CUdevice, ctx: u64, before: Opt
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     crate::note_entry!();
     let api = Api::cuInit;
-    let Some(f) = real!(api, unsafe extern "C" fn(c_uint) -> CUresult) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(flags) };
+    let rc = forward!(api, unsafe extern "C" fn(c_uint) -> CUresult, flags);
     guard::record(|| {
         let mut e = recorder::event(Kind::Context, api);
         e.result = rc;
@@ -62,15 +58,16 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     crate::note_entry!();
     let api = Api::cuDevicePrimaryCtxRetain;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult
-    ) else {
-        return missing(api);
-    };
     let before = nvml_free(dev);
-    let rc = unsafe { f(pctx, dev) };
+    let rc = forward!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult,
+        pctx,
+        dev
+    );
     let ctx = if rc == CUDA_SUCCESS && !pctx.is_null() {
+        devices::context_on(dev);
+        // SAFETY: the call succeeded and wrote the context (`pctx` is not NULL).
         (unsafe { *pctx }) as u64
     } else {
         0
@@ -86,21 +83,33 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
     crate::note_entry!();
     let api = Api::cuDevicePrimaryCtxRelease_v2;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUdevice) -> CUresult) else {
-        return missing(api);
-    };
+    if crate::real::resolve(api) == 0 {
+        return super::forward::missing(api);
+    }
     // The last reading through the context, in case this release is the one that ends it
     // (the CUDA runtime's own teardown at exit does this).
     guard::record(|| lifetime::before_primary_release(dev));
     let before = nvml_free(dev);
-    let rc = unsafe { f(dev) };
+    let rc = forward!(api, unsafe extern "C" fn(CUdevice) -> CUresult, dev);
     context_event(api, rc, dev, 0, before);
     guard::record(|| lifetime::primary_released(dev, rc));
     rc
 }
 
-fn created(api: Api, rc: CUresult, pctx: *mut CUcontext, dev: CUdevice, before: Option<u64>) {
+/// After a `cuCtxCreate`: its record, and free memory read through it (it is current now).
+///
+/// # Safety
+/// `pctx` is the caller's out-pointer of the call that returned `rc`.
+unsafe fn created(
+    api: Api,
+    rc: CUresult,
+    pctx: *mut CUcontext,
+    dev: CUdevice,
+    before: Option<u64>,
+) {
     let ctx = if rc == CUDA_SUCCESS && !pctx.is_null() {
+        devices::context_on(dev);
+        // SAFETY (caller): the call succeeded and wrote the context (`pctx` is not NULL).
         (unsafe { *pctx }) as u64
     } else {
         0
@@ -109,7 +118,7 @@ fn created(api: Api, rc: CUresult, pctx: *mut CUcontext, dev: CUdevice, before: 
     if rc == CUDA_SUCCESS {
         // cuCtxCreate makes the new context current: free memory can be read right away.
         guard::record(|| {
-            recorder::sample_meminfo();
+            samples::meminfo();
             lifetime::created(dev, ctx);
         });
     }
@@ -123,15 +132,16 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuCtxCreate_v2;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(*mut CUcontext, c_uint, CUdevice) -> CUresult
-    ) else {
-        return missing(api);
-    };
     let before = nvml_free(dev);
-    let rc = unsafe { f(pctx, flags, dev) };
-    created(api, rc, pctx, dev, before);
+    let rc = forward!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, c_uint, CUdevice) -> CUresult,
+        pctx,
+        flags,
+        dev
+    );
+    // SAFETY: `pctx` is the caller's out-pointer of the call just made.
+    unsafe { created(api, rc, pctx, dev, before) };
     rc
 }
 
@@ -145,15 +155,18 @@ pub unsafe extern "C" fn cuCtxCreate_v3(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuCtxCreate_v3;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_int, c_uint, CUdevice) -> CUresult
-    ) else {
-        return missing(api);
-    };
     let before = nvml_free(dev);
-    let rc = unsafe { f(pctx, params, num_params, flags, dev) };
-    created(api, rc, pctx, dev, before);
+    let rc = forward!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_int, c_uint, CUdevice) -> CUresult,
+        pctx,
+        params,
+        num_params,
+        flags,
+        dev
+    );
+    // SAFETY: `pctx` is the caller's out-pointer of the call just made.
+    unsafe { created(api, rc, pctx, dev, before) };
     rc
 }
 
@@ -166,15 +179,41 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuCtxCreate_v4;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_uint, CUdevice) -> CUresult
-    ) else {
-        return missing(api);
-    };
     let before = nvml_free(dev);
-    let rc = unsafe { f(pctx, params, flags, dev) };
-    created(api, rc, pctx, dev, before);
+    let rc = forward!(
+        api,
+        unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_uint, CUdevice) -> CUresult,
+        pctx,
+        params,
+        flags,
+        dev
+    );
+    // SAFETY: `pctx` is the caller's out-pointer of the call just made.
+    unsafe { created(api, rc, pctx, dev, before) };
+    rc
+}
+
+/// A green context (CUDA 12.4+) is a context on `dev` too: noted, so that allocations made
+/// through it are told their device (`crate::devices`).
+#[no_mangle]
+pub unsafe extern "C" fn cuGreenCtxCreate(
+    phctx: *mut *mut c_void,
+    desc: *mut c_void,
+    dev: CUdevice,
+    flags: c_uint,
+) -> CUresult {
+    let api = Api::cuGreenCtxCreate;
+    let rc = forward!(
+        api,
+        unsafe extern "C" fn(*mut *mut c_void, *mut c_void, CUdevice, c_uint) -> CUresult,
+        phctx,
+        desc,
+        dev,
+        flags
+    );
+    if rc == CUDA_SUCCESS {
+        devices::context_on(dev);
+    }
     rc
 }
 
@@ -182,11 +221,11 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
 pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
     crate::note_entry!();
     let api = Api::cuCtxDestroy_v2;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUcontext) -> CUresult) else {
-        return missing(api);
-    };
+    if crate::real::resolve(api) == 0 {
+        return super::forward::missing(api);
+    }
     guard::record(|| lifetime::before_destroy(ctx as u64));
-    let rc = unsafe { f(ctx) };
+    let rc = forward!(api, unsafe extern "C" fn(CUcontext) -> CUresult, ctx);
     guard::record(|| lifetime::destroyed(ctx as u64, rc));
     guard::record(|| {
         let mut e = recorder::event(Kind::Context, api);

@@ -6,35 +6,29 @@ use std::ffi::{c_uint, c_void};
 
 use vramledger_format::{Api, Kind, MemKind};
 
-use super::{missing, real};
+use super::forward::{forward, release, ticket};
 use crate::ffi::*;
 use crate::guard;
 use crate::recorder::{self, Ticket};
 
 fn host_taken(api: Api, addr: *mut c_void, size: usize) {
-    guard::record(|| {
-        let mut e = recorder::event(Kind::HostAlloc, api);
+    guard::record_on(|t| {
+        let mut e = recorder::event_on(t, Kind::HostAlloc, api);
         e.addr = addr as u64;
         e.size = size as u64;
         e.mem = MemKind::HostPinned as u8;
-        recorder::attribute(&mut e, false);
-        recorder::emit(&e, b"");
+        recorder::attribute(t, &mut e, false);
+        recorder::emit_on(Some(t), &mut e, b"");
     });
 }
 
-unsafe fn host_released(api: Api, addr: *mut c_void, call: impl FnOnce() -> CUresult) -> CUresult {
-    let mut t = None;
-    guard::record(|| {
-        let mut e = recorder::event(Kind::HostFree, api);
+fn host_ticket(api: Api, addr: *mut c_void) -> Option<Ticket> {
+    ticket(|t| {
+        let mut e = recorder::event_on(t, Kind::HostFree, api);
         e.addr = addr as u64;
         e.mem = MemKind::HostPinned as u8;
-        t = Some(Ticket::before(e));
-    });
-    let rc = call();
-    if let Some(t) = t {
-        guard::record(|| t.finish(rc));
-    }
-    rc
+        e
+    })
 }
 
 #[no_mangle]
@@ -45,14 +39,15 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemHostAlloc;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(pp, size, flags) };
+        unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CUresult,
+        pp,
+        size,
+        flags
+    );
     if rc == CUDA_SUCCESS && !pp.is_null() {
+        // SAFETY: the call succeeded and wrote the pointer (`pp` is not NULL).
         host_taken(api, unsafe { *pp }, size);
     }
     rc
@@ -62,14 +57,14 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemAllocHost_v2;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(pp, size) };
+        unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult,
+        pp,
+        size
+    );
     if rc == CUDA_SUCCESS && !pp.is_null() {
+        // SAFETY: the call succeeded and wrote the pointer (`pp` is not NULL).
         host_taken(api, unsafe { *pp }, size);
     }
     rc
@@ -79,10 +74,12 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) ->
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemFreeHost;
-    let Some(f) = real!(api, unsafe extern "C" fn(*mut c_void) -> CUresult) else {
-        return missing(api);
-    };
-    unsafe { host_released(api, p, || f(p)) }
+    release!(
+        api,
+        unsafe extern "C" fn(*mut c_void) -> CUresult,
+        host_ticket(api, p),
+        p
+    )
 }
 
 #[no_mangle]
@@ -93,13 +90,13 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemHostRegister_v2;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(p, size, flags) };
+        unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CUresult,
+        p,
+        size,
+        flags
+    );
     if rc == CUDA_SUCCESS {
         host_taken(api, p, size);
     }
@@ -110,8 +107,10 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
 pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemHostUnregister;
-    let Some(f) = real!(api, unsafe extern "C" fn(*mut c_void) -> CUresult) else {
-        return missing(api);
-    };
-    unsafe { host_released(api, p, || f(p)) }
+    release!(
+        api,
+        unsafe extern "C" fn(*mut c_void) -> CUresult,
+        host_ticket(api, p),
+        p
+    )
 }

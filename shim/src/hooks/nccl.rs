@@ -9,14 +9,13 @@ use std::ffi::{c_int, c_void};
 
 use vramledger_format::{Api, Kind, Owner};
 
-use super::{missing, real};
+use super::forward::forward;
 use crate::ffi::NcclResult;
-use crate::guard;
-use crate::recorder;
+use crate::{guard, recorder};
 
 fn edge(kind: Kind, api: Api, rc: NcclResult, addr: u64, size: u64, comm: u64, handle: u64) {
-    guard::record(|| {
-        let mut e = recorder::event(kind, api);
+    guard::record_on(|t| {
+        let mut e = recorder::event_on(t, kind, api);
         e.result = rc;
         e.addr = addr;
         e.size = size;
@@ -25,10 +24,10 @@ fn edge(kind: Kind, api: Api, rc: NcclResult, addr: u64, size: u64, comm: u64, h
         e.owner = Owner::Nccl as u8;
         if kind == Kind::Register {
             let mut probe = e.clone();
-            recorder::attribute(&mut probe, false);
+            recorder::attribute(t, &mut probe, false);
             e.module = probe.module;
         }
-        recorder::emit(&e, b"");
+        recorder::emit_on(Some(t), &mut e, b"");
     });
 }
 
@@ -36,23 +35,16 @@ fn edge(kind: Kind, api: Api, rc: NcclResult, addr: u64, size: u64, comm: u64, h
 pub unsafe extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> NcclResult {
     crate::note_entry!();
     let api = Api::ncclMemAlloc;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut *mut c_void, usize) -> NcclResult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(ptr, size) };
+        unsafe extern "C" fn(*mut *mut c_void, usize) -> NcclResult,
+        ptr,
+        size
+    );
     if rc == 0 && !ptr.is_null() {
-        edge(
-            Kind::Register,
-            api,
-            rc,
-            unsafe { *ptr } as u64,
-            size as u64,
-            0,
-            0,
-        );
+        // SAFETY: the call succeeded and wrote the buffer's address (`ptr` is not NULL).
+        let addr = unsafe { *ptr } as u64;
+        edge(Kind::Register, api, rc, addr, size as u64, 0, 0);
     }
     rc
 }
@@ -61,10 +53,7 @@ pub unsafe extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> Ncc
 pub unsafe extern "C" fn ncclMemFree(ptr: *mut c_void) -> NcclResult {
     crate::note_entry!();
     let api = Api::ncclMemFree;
-    let Some(f) = real!(api, unsafe extern "C" fn(*mut c_void) -> NcclResult) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(ptr) };
+    let rc = forward!(api, unsafe extern "C" fn(*mut c_void) -> NcclResult, ptr);
     edge(Kind::Deregister, api, rc, ptr as u64, 0, 0, 0);
     rc
 }
@@ -78,17 +67,19 @@ pub unsafe extern "C" fn ncclCommRegister(
 ) -> NcclResult {
     crate::note_entry!();
     let api = Api::ncclCommRegister;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void) -> NcclResult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(comm, buff, size, handle) };
+        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void) -> NcclResult,
+        comm,
+        buff,
+        size,
+        handle
+    );
     if rc == 0 {
         let h = if handle.is_null() {
             0
         } else {
+            // SAFETY: the call succeeded and wrote the handle (`handle` is not NULL).
             (unsafe { *handle }) as u64
         };
         edge(
@@ -108,16 +99,18 @@ pub unsafe extern "C" fn ncclCommRegister(
 pub unsafe extern "C" fn ncclCommDeregister(comm: *mut c_void, handle: *mut c_void) -> NcclResult {
     crate::note_entry!();
     let api = Api::ncclCommDeregister;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut c_void, *mut c_void) -> NcclResult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(comm, handle) };
+        unsafe extern "C" fn(*mut c_void, *mut c_void) -> NcclResult,
+        comm,
+        handle
+    );
     edge(Kind::Deregister, api, rc, 0, 0, comm as u64, handle as u64);
     rc
 }
+
+type WindowRegisterFn =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void, c_int) -> NcclResult;
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommWindowRegister(
@@ -129,23 +122,12 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
 ) -> NcclResult {
     crate::note_entry!();
     let api = Api::ncclCommWindowRegister;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(
-            *mut c_void,
-            *mut c_void,
-            usize,
-            *mut *mut c_void,
-            c_int,
-        ) -> NcclResult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(comm, buff, size, win, win_flags) };
+    let rc = forward!(api, WindowRegisterFn, comm, buff, size, win, win_flags);
     if rc == 0 {
         let h = if win.is_null() {
             0
         } else {
+            // SAFETY: the call succeeded and wrote the window (`win` is not NULL).
             (unsafe { *win }) as u64
         };
         edge(
@@ -168,13 +150,12 @@ pub unsafe extern "C" fn ncclCommWindowDeregister(
 ) -> NcclResult {
     crate::note_entry!();
     let api = Api::ncclCommWindowDeregister;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut c_void, *mut c_void) -> NcclResult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(comm, win) };
+        unsafe extern "C" fn(*mut c_void, *mut c_void) -> NcclResult,
+        comm,
+        win
+    );
     edge(Kind::Deregister, api, rc, 0, 0, comm as u64, win as u64);
     rc
 }

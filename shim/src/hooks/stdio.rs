@@ -25,6 +25,7 @@ extern "C" {
     fn vl_stdio_register(
         observe: extern "C" fn(c_int, *const u8, usize),
         wanted: extern "C" fn() -> c_int,
+        needs: extern "C" fn(c_int, *const u8, usize) -> c_int,
     );
     fn vl_stdio_resolve();
 }
@@ -43,6 +44,16 @@ extern "C" fn observe(fd: c_int, bytes: *const u8, len: usize) {
     let _ = std::panic::catch_unwind(|| super::tap::observe(fd, b));
 }
 
+extern "C" fn needs(fd: c_int, bytes: *const u8, len: usize) -> c_int {
+    if bytes.is_null() || len == 0 {
+        return 0;
+    }
+    // SAFETY: the C side passes `len` bytes of the stream's buffer, which it holds locked and
+    // which the real call just wrote; they are only read, here and now.
+    let b = unsafe { std::slice::from_raw_parts(bytes, len) };
+    std::panic::catch_unwind(|| super::tap::needs(fd, b)).unwrap_or(true) as c_int
+}
+
 extern "C" fn wanted() -> c_int {
     std::panic::catch_unwind(super::tap::wanted).unwrap_or(false) as c_int
 }
@@ -50,7 +61,7 @@ extern "C" fn wanted() -> c_int {
 /// Connects the C wrappers to the tap (when the library is loaded).
 pub fn init_at_load() {
     // SAFETY: registering two functions that live as long as the library.
-    unsafe { vl_stdio_register(observe, wanted) };
+    unsafe { vl_stdio_register(observe, wanted, needs) };
     if !crate::config::disabled_now() {
         // SAFETY: resolves the real functions with dlsym(RTLD_NEXT), once.
         unsafe { vl_stdio_resolve() };

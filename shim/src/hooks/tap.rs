@@ -13,6 +13,10 @@
 //! took: a buffer the kernel refuses in part or in whole (an unmapped page, a bad pointer)
 //! gives the caller the same count or EFAULT as without vramledger, and is never touched.
 //! `writev` is tapped the same way; stdio output reaches [`observe`] from `hooks::stdio`.
+//!
+//! Lines that carry sizing numbers without changing the stage ([`SIZING`]: vLLM's `GPU KV
+//! cache size`, `Maximum concurrency`, the `--kv-cache-memory=` summary, …) are kept as
+//! engine-line records, so the journal alone says what the engine sized.
 
 #![allow(non_snake_case)]
 
@@ -20,13 +24,13 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use vramledger_engines::log::settings::{self, SettingsKind};
-use vramledger_engines::log::{self, LineKind, Rules, StageTracker};
+use vramledger_engines::log::{self, event as ev, LineKind, Rules, StageTracker};
 use vramledger_engines::redact;
 use vramledger_format::Api;
 
-use crate::entry::real;
+use super::tap_filter;
 use crate::forksafe::ForkSafeMutex;
-use crate::{config, guard, recorder, stages};
+use crate::{boundary, config, guard, real, samples};
 
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
 
@@ -36,6 +40,26 @@ static PENDING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false
 static MODE: AtomicU8 = AtomicU8::new(0);
 /// A partial line longer than this is dropped (no log line is that long).
 const MAX_CARRY: usize = 16 * 1024;
+
+/// Events of lines that carry the engine's sizing figures: kept as engine-line records when
+/// they do not start a stage (a stage record keeps its own line).
+pub const SIZING: &[&str] = &[
+    ev::KV_CACHE_SIZE,
+    ev::MAX_CONCURRENCY,
+    ev::KV_CACHE_MEMORY_SUGGESTION,
+    ev::KV_CACHE_BLOCKS,
+    ev::AVAILABLE_KV_CACHE_MEMORY,
+    ev::KV_CACHE_MEMORY_SPECIFIED,
+    ev::MEMORY_PROFILE_RESULT,
+    ev::MEMORY_BUDGET,
+    ev::CUDA_GRAPH_ESTIMATE,
+    ev::CUDA_GRAPH_POOL,
+    ev::CUDA_GRAPH_PROFILING,
+    ev::SUMMARY,
+    ev::MAX_TOTAL_TOKENS_CAPPED,
+    ev::MAX_RUNNING_REQUESTS_REDUCED,
+    ev::MAX_RUNNING_REQUESTS_CAPPED,
+];
 
 #[derive(Default)]
 struct Tap {
@@ -49,24 +73,39 @@ struct Tap {
 
 static TAP: ForkSafeMutex<Tap> = ForkSafeMutex::new();
 
+#[inline(always)]
 fn real_write() -> Option<WriteFn> {
     let mut p = REAL_WRITE.load(Ordering::Acquire);
     if p == 0 {
-        // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
-        let saved = unsafe { *libc::__errno_location() };
-        p = real::real_dlsym(libc::RTLD_NEXT, c"write");
-        REAL_WRITE.store(p, Ordering::Release);
-        unsafe { *libc::__errno_location() = saved };
+        p = find_real(&REAL_WRITE, c"write");
     }
     // SAFETY: the next `write` after vramledger is libc's, with this signature.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, WriteFn>(p) })
 }
 
+/// The next definition of `name` after vramledger, found once (errno kept).
+#[cold]
+fn find_real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
+    let saved = unsafe { *libc::__errno_location() };
+    let p = real::real_dlsym(libc::RTLD_NEXT, name);
+    slot.store(p, Ordering::Release);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    p
+}
+
+#[inline(always)]
 fn mode() -> u8 {
     let m = MODE.load(Ordering::Relaxed);
     if m != 0 {
         return m;
     }
+    mode_first()
+}
+
+#[cold]
+fn mode_first() -> u8 {
     let cfg = config::get();
     let m = if config::disabled() || !cfg.tap {
         3
@@ -104,11 +143,7 @@ static REAL_WRITEV: AtomicUsize = AtomicUsize::new(0);
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
     let mut p = REAL_WRITEV.load(Ordering::Acquire);
     if p == 0 {
-        // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
-        let saved = unsafe { *libc::__errno_location() };
-        p = real::real_dlsym(libc::RTLD_NEXT, c"writev");
-        REAL_WRITEV.store(p, Ordering::Release);
-        unsafe { *libc::__errno_location() = saved };
+        p = find_real(&REAL_WRITEV, c"writev");
     }
     if p == 0 {
         // SAFETY: errno is thread-local; EIO says the write did not happen.
@@ -128,6 +163,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_in
             }
             let n = v.iov_len.min(left);
             if n > 0 {
+                // SAFETY: the first `n` bytes of this buffer were taken by the real writev.
                 observe(fd, unsafe {
                     std::slice::from_raw_parts(v.iov_base as *const u8, n)
                 });
@@ -140,7 +176,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_in
 
 /// Bytes the program has just written to fd 1 or 2 (by `write`, `writev` or stdio): the
 /// prefilter, then, for what it cannot rule out, the slow path. `errno` is kept.
-#[inline]
+#[inline(always)]
 pub fn observe(fd: c_int, bytes: &[u8]) {
     if !(fd == 1 || fd == 2) || bytes.is_empty() {
         return;
@@ -149,6 +185,17 @@ pub fn observe(fd: c_int, bytes: &[u8]) {
     if m != 3 && needs_look(fd, bytes, m == 2) {
         look((fd - 1) as usize, bytes);
     }
+}
+
+/// Whether [`observe`] would look further at `bytes` written to `fd` (stdio asks before it
+/// copies them out of a stream's buffer).
+#[inline]
+pub fn needs(fd: c_int, bytes: &[u8]) -> bool {
+    if !(fd == 1 || fd == 2) || bytes.is_empty() {
+        return false;
+    }
+    let m = mode();
+    m != 3 && needs_look(fd, bytes, m == 2)
 }
 
 /// Bytes written to fd 1 or 2 that the tap will not see (stdio output too long to format
@@ -179,7 +226,7 @@ fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
     !ends_line
         || with_rules
         || PENDING[(fd - 1) as usize].load(Ordering::Relaxed)
-        || log::may_match(bytes)
+        || tap_filter::may_match(bytes)
 }
 
 /// The slow path, after the write: lines are assembled and classified; `errno` is kept.
@@ -188,9 +235,11 @@ fn look(which: usize, bytes: &[u8]) {
     // SAFETY: errno is thread-local; the caller must see the real write's errno.
     let saved = unsafe { *libc::__errno_location() };
     guard::record(|| slow_path(which, bytes));
+    // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
 
+#[derive(Default)]
 struct Found {
     stage: String,
     line: Vec<u8>,
@@ -198,6 +247,8 @@ struct Found {
     failure: bool,
     /// An engine settings line: recorded as such, never a stage.
     settings: Option<SettingsKind>,
+    /// A sizing line that starts no stage: an engine-line record.
+    sizing: bool,
 }
 
 #[cold]
@@ -266,13 +317,15 @@ fn slow_path(which: usize, bytes: &[u8]) {
     for f in found {
         // A kept line never carries a secret (an engine may print its settings).
         let text = String::from_utf8_lossy(&f.line);
-        let line = redact::redact_text(&text);
+        let line = redact::text(&text);
         if let Some(kind) = f.settings {
-            recorder::settings_line(kind, &f.line);
+            samples::settings_line(kind, &f.line);
+        } else if f.sizing {
+            samples::engine_line(&f.line);
         } else if f.failure {
-            recorder::warning(&line);
+            samples::warning(&line);
         } else {
-            stages::enter(&f.stage, Api::VramledgerLogLine, f.numbers, line.as_bytes());
+            boundary::enter(&f.stage, Api::VramledgerLogLine, f.numbers, line.as_bytes());
             if f.stage == log::stage::SERVING && MODE.load(Ordering::Relaxed) == 1 {
                 // The engine is serving: no startup line follows, and serving is when a
                 // server writes the most. The grammar-only tap steps aside (a rule file keeps
@@ -299,35 +352,42 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
     }
     if let Some(kind) = settings::detect(line) {
         found.push(Found {
-            stage: String::new(),
             line: line.to_vec(),
-            numbers: [None, None],
-            failure: false,
             settings: Some(kind),
+            ..Found::default()
         });
         return;
     }
     if let Some(b) = log::classify_bytes(line) {
-        match b.kind {
-            LineKind::Boundary => {
-                if let Some(t) = tap.tracker.observe(&b) {
+        let staged = match b.kind {
+            LineKind::Boundary => match tap.tracker.observe(&b) {
+                Some(t) => {
                     found.push(Found {
                         stage: t.to.to_string(),
                         line: line.to_vec(),
                         numbers: [b.numbers.avail_mem_gib, b.numbers.mem_usage_gib],
-                        failure: false,
-                        settings: None,
+                        ..Found::default()
                     });
+                    true
                 }
+                None => false,
+            },
+            LineKind::Failure => {
+                found.push(Found {
+                    line: line.to_vec(),
+                    failure: true,
+                    ..Found::default()
+                });
+                true
             }
-            LineKind::Failure => found.push(Found {
-                stage: String::new(),
+            LineKind::Progress => false,
+        };
+        if !staged && SIZING.contains(&b.event) {
+            found.push(Found {
                 line: line.to_vec(),
-                numbers: [None, None],
-                failure: true,
-                settings: None,
-            }),
-            LineKind::Progress => {}
+                sizing: true,
+                ..Found::default()
+            });
         }
         return;
     }
@@ -339,9 +399,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
             found.push(Found {
                 stage: stage.to_string(),
                 line: line.to_vec(),
-                numbers: [None, None],
-                failure: false,
-                settings: None,
+                ..Found::default()
             });
         }
     }

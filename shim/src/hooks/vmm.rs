@@ -10,30 +10,27 @@ use std::sync::atomic::AtomicUsize;
 
 use vramledger_format::{Api, Kind, MemKind};
 
-use super::memory::failed_allocation_context;
-use super::{missing, real};
-use crate::entry::real as realfns;
+use super::forward::{forward, release, ticket, written};
 use crate::ffi::*;
-use crate::guard;
 use crate::recorder::{self, Ticket};
+use crate::{devices, guard, real, samples};
 
 fn release_ticket(kind: Kind, api: Api, addr: u64, size: u64, handle: u64) -> Option<Ticket> {
-    let mut t = None;
-    guard::record(|| {
-        let mut e = recorder::event(kind, api);
+    ticket(|t| {
+        let mut e = recorder::event_on(t, kind, api);
         e.addr = addr;
         e.size = size;
         e.handle = handle;
-        t = Some(Ticket::before(e));
-    });
-    t
+        e
+    })
 }
 
-fn finish(t: Option<Ticket>, rc: i32) {
-    if let Some(t) = t {
-        guard::record(|| t.finish(rc));
-    }
-}
+type CreateFn = unsafe extern "C" fn(
+    *mut CUmemGenericAllocationHandle,
+    usize,
+    *const CUmemAllocationProp,
+    c_ulonglong,
+) -> CUresult;
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemCreate(
@@ -44,22 +41,12 @@ pub unsafe extern "C" fn cuMemCreate(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemCreate;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(
-            *mut CUmemGenericAllocationHandle,
-            usize,
-            *const CUmemAllocationProp,
-            c_ulonglong,
-        ) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(handle, size, prop, flags) };
-    guard::record(|| {
+    let rc = forward!(api, CreateFn, handle, size, prop, flags);
+    guard::record_on(|t| {
         let (mem, device) = if prop.is_null() {
             (MemKind::Device, -1)
         } else {
+            // SAFETY: the caller's properties, which the driver just read.
             let loc = unsafe { (*prop).location };
             if loc.type_ == CU_MEM_LOCATION_TYPE_DEVICE {
                 (MemKind::Device, loc.id)
@@ -72,10 +59,11 @@ pub unsafe extern "C" fn cuMemCreate(
         } else {
             Kind::AllocFailed
         };
-        let mut e = recorder::event(kind, api);
+        let mut e = recorder::event_on(t, kind, api);
         e.result = rc;
-        e.handle = if rc == CUDA_SUCCESS && !handle.is_null() {
-            unsafe { *handle }
+        e.handle = if rc == CUDA_SUCCESS {
+            // SAFETY: the call succeeded and wrote the handle (or the pointer is NULL).
+            unsafe { written(handle) }
         } else {
             0
         };
@@ -83,10 +71,10 @@ pub unsafe extern "C" fn cuMemCreate(
         e.arg0 = size as u64;
         e.mem = mem as u8;
         e.device = device;
-        recorder::attribute(&mut e, true);
-        recorder::emit(&e, b"");
+        recorder::attribute(t, &mut e, true);
+        recorder::emit_on(Some(t), &mut e, b"");
         if rc != CUDA_SUCCESS && mem == MemKind::Device {
-            failed_allocation_context();
+            samples::after_failed_allocation();
         }
     });
     rc
@@ -99,19 +87,19 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemRetainAllocationHandle;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(handle, addr) };
+        unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void) -> CUresult,
+        handle,
+        addr
+    );
     if rc == CUDA_SUCCESS && !handle.is_null() {
-        guard::record(|| {
-            let mut e = recorder::event(Kind::VmmRetain, api);
+        guard::record_on(|t| {
+            let mut e = recorder::event_on(t, Kind::VmmRetain, api);
+            // SAFETY: the call succeeded and wrote the handle (`handle` is not NULL).
             e.handle = unsafe { *handle };
             e.addr = addr as u64;
-            recorder::emit(&e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -121,17 +109,21 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemRelease;
-    let Some(f) = real!(
+    release!(
         api,
-        unsafe extern "C" fn(CUmemGenericAllocationHandle) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let t = release_ticket(Kind::VmmRelease, api, 0, 0, handle);
-    let rc = unsafe { f(handle) };
-    finish(t, rc);
-    rc
+        unsafe extern "C" fn(CUmemGenericAllocationHandle) -> CUresult,
+        release_ticket(Kind::VmmRelease, api, 0, 0, handle),
+        handle
+    )
 }
+
+type MapFn = unsafe extern "C" fn(
+    CUdeviceptr,
+    usize,
+    usize,
+    CUmemGenericAllocationHandle,
+    c_ulonglong,
+) -> CUresult;
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemMap(
@@ -143,27 +135,15 @@ pub unsafe extern "C" fn cuMemMap(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemMap;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(
-            CUdeviceptr,
-            usize,
-            usize,
-            CUmemGenericAllocationHandle,
-            c_ulonglong,
-        ) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(ptr, size, offset, handle, flags) };
+    let rc = forward!(api, MapFn, ptr, size, offset, handle, flags);
     if rc == CUDA_SUCCESS {
-        guard::record(|| {
-            let mut e = recorder::event(Kind::VmmMap, api);
+        guard::record_on(|t| {
+            let mut e = recorder::event_on(t, Kind::VmmMap, api);
             e.addr = ptr;
             e.size = size as u64;
             e.handle = handle;
             e.arg0 = offset as u64;
-            recorder::emit(&e, b"");
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -173,14 +153,17 @@ pub unsafe extern "C" fn cuMemMap(
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemUnmap;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult) else {
-        return missing(api);
-    };
-    let t = release_ticket(Kind::VmmUnmap, api, ptr, size as u64, 0);
-    let rc = unsafe { f(ptr, size) };
-    finish(t, rc);
-    rc
+    release!(
+        api,
+        unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult,
+        release_ticket(Kind::VmmUnmap, api, ptr, size as u64, 0),
+        ptr,
+        size
+    )
 }
+
+type ReserveFn =
+    unsafe extern "C" fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, c_ulonglong) -> CUresult;
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAddressReserve(
@@ -192,21 +175,16 @@ pub unsafe extern "C" fn cuMemAddressReserve(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemAddressReserve;
-    let Some(f) = real!(
-        api,
-        unsafe extern "C" fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, c_ulonglong) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(ptr, size, alignment, addr, flags) };
+    let rc = forward!(api, ReserveFn, ptr, size, alignment, addr, flags);
     if rc == CUDA_SUCCESS && !ptr.is_null() {
-        guard::record(|| {
-            let mut e = recorder::event(Kind::VaReserve, api);
+        guard::record_on(|t| {
+            let mut e = recorder::event_on(t, Kind::VaReserve, api);
+            // SAFETY: the call succeeded and wrote the address (`ptr` is not NULL).
             e.addr = unsafe { *ptr };
             e.size = size as u64;
             e.mem = MemKind::Virtual as u8;
-            recorder::attribute(&mut e, true);
-            recorder::emit(&e, b"");
+            recorder::attribute(t, &mut e, true);
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -216,13 +194,13 @@ pub unsafe extern "C" fn cuMemAddressReserve(
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemAddressFree;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult) else {
-        return missing(api);
-    };
-    let t = release_ticket(Kind::VaFree, api, ptr, size as u64, 0);
-    let rc = unsafe { f(ptr, size) };
-    finish(t, rc);
-    rc
+    release!(
+        api,
+        unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult,
+        release_ticket(Kind::VaFree, api, ptr, size as u64, 0),
+        ptr,
+        size
+    )
 }
 
 #[no_mangle]
@@ -233,20 +211,21 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuMemImportFromShareableHandle;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_uint) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(handle, os_handle, handle_type) };
+        unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_uint) -> CUresult,
+        handle,
+        os_handle,
+        handle_type
+    );
     if rc == CUDA_SUCCESS && !handle.is_null() {
-        guard::record(|| {
-            let mut e = recorder::event(Kind::VmmImport, api);
+        guard::record_on(|t| {
+            let mut e = recorder::event_on(t, Kind::VmmImport, api);
+            // SAFETY: the call succeeded and wrote the handle (`handle` is not NULL).
             e.handle = unsafe { *handle };
             e.mem = MemKind::Peer as u8;
-            recorder::attribute(&mut e, true);
-            recorder::emit(&e, b"");
+            recorder::attribute(t, &mut e, true);
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -255,14 +234,16 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
 /// The size of the allocation containing `ptr`, through the real driver.
 fn range_size(ptr: CUdeviceptr) -> u64 {
     static F: AtomicUsize = AtomicUsize::new(0);
-    let f = realfns::driver_fn(c"cuMemGetAddressRange_v2", &F);
+    let f = real::driver_fn(c"cuMemGetAddressRange_v2", &F);
     if f == 0 {
         return 0;
     }
     let (mut base, mut size) = (0u64, 0usize);
-    // SAFETY: cuMemGetAddressRange_v2(CUdeviceptr*, size_t*, CUdeviceptr).
+    // SAFETY: cuMemGetAddressRange_v2(CUdeviceptr*, size_t*, CUdeviceptr) of the real driver.
     let f: unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult =
+        // SAFETY: looked up under this very name, whose C signature this is.
         unsafe { std::mem::transmute(f) };
+    // SAFETY: two locals for its answers.
     if unsafe { f(&mut base, &mut size, ptr) } == 0 {
         size as u64
     } else {
@@ -278,24 +259,25 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
 ) -> CUresult {
     crate::note_entry!();
     let api = Api::cuIpcOpenMemHandle_v2;
-    let Some(f) = real!(
+    let rc = forward!(
         api,
-        unsafe extern "C" fn(*mut CUdeviceptr, CUipcMemHandle, c_uint) -> CUresult
-    ) else {
-        return missing(api);
-    };
-    let rc = unsafe { f(dptr, handle, flags) };
+        unsafe extern "C" fn(*mut CUdeviceptr, CUipcMemHandle, c_uint) -> CUresult,
+        dptr,
+        handle,
+        flags
+    );
     if rc == CUDA_SUCCESS && !dptr.is_null() {
-        guard::record(|| {
-            let mut e = recorder::event(Kind::VmmImport, api);
+        guard::record_on(|t| {
+            let mut e = recorder::event_on(t, Kind::VmmImport, api);
+            // SAFETY: the call succeeded and wrote the address (`dptr` is not NULL).
             e.addr = unsafe { *dptr };
             // IPC opens have no handle of their own: the address stands for it.
             e.handle = e.addr;
             e.size = range_size(e.addr);
             e.mem = MemKind::Peer as u8;
-            e.device = recorder::current_device();
-            recorder::attribute(&mut e, false);
-            recorder::emit(&e, b"");
+            e.device = devices::current();
+            recorder::attribute(t, &mut e, false);
+            recorder::emit_on(Some(t), &mut e, b"");
         });
     }
     rc
@@ -305,11 +287,10 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
 pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
     crate::note_entry!();
     let api = Api::cuIpcCloseMemHandle;
-    let Some(f) = real!(api, unsafe extern "C" fn(CUdeviceptr) -> CUresult) else {
-        return missing(api);
-    };
-    let t = release_ticket(Kind::IpcClose, api, dptr, 1, 0);
-    let rc = unsafe { f(dptr) };
-    finish(t, rc);
-    rc
+    release!(
+        api,
+        unsafe extern "C" fn(CUdeviceptr) -> CUresult,
+        release_ticket(Kind::IpcClose, api, dptr, 1, 0),
+        dptr
+    )
 }

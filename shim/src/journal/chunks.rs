@@ -4,10 +4,10 @@
 //! - Growing checks `RLIMIT_FSIZE` first (the kernel would send SIGXFSZ otherwise), then
 //!   `posix_fallocate`s the chunk, so a full disk is an error here and never a SIGBUS on a
 //!   later store; a file that is shorter than what was reserved means someone truncated it.
-//! - Every byte of a chunk belongs to exactly one reservation (records, padding, and the
-//!   preamble). Each writer adds the bytes it finished to the chunk's `DONE` counter; the one
-//!   who completes the chunk unmaps it. Nobody can touch a chunk after that (all its bytes are
-//!   written), so the target's memory stays at one or two chunks however long it runs.
+//! - A chunk holds 64 blocks (`super::blocks`); the writer that seals a block adds the block
+//!   to its chunk's `DONE` counter, and the one who completes the chunk unmaps it. Nobody can
+//!   touch a chunk after that (all its blocks are sealed), so the target's memory stays at one
+//!   or two chunks however long it runs.
 //! - A chunk's slot is also claimed by the SIGBUS handler (`sigbus.rs`) while it swaps the
 //!   mapping for anonymous memory; retiring waits for that claim, the handler never waits.
 
@@ -111,7 +111,8 @@ pub fn chunk_ptr(fd: i32, k: usize) -> Result<*mut u8, Failure> {
     grow(fd, k)
 }
 
-/// Slow path, once per 4 MiB: no driver call is made under this lock.
+/// Slow path, once per 4 MiB: no driver call is made under this lock. The SIGBUS handler
+/// (`super::sigbus`) is installed before the first chunk is grown.
 #[cold]
 fn grow(fd: i32, k: usize) -> Result<*mut u8, Failure> {
     let _g = GrowGuard::lock();
@@ -160,7 +161,6 @@ fn grow(fd: i32, k: usize) -> Result<*mut u8, Failure> {
             e => return Err(Failure::Os(e)),
         }
         RESERVED_END.fetch_max(end, Ordering::AcqRel);
-        super::sigbus::install();
         // MAP_POPULATE: take the page faults of a new chunk here, once per 4 MiB, rather
         // than one per page on the hook path.
         let m = libc::mmap(
@@ -188,8 +188,8 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// `n` more bytes of chunk `k` are written for good; the writer who completes the chunk
-/// unmaps it.
+/// `n` more bytes of chunk `k` are written for good (a sealed block); the writer who completes
+/// the chunk unmaps it.
 #[inline]
 pub fn done(k: u64, n: u64) {
     let k = k as usize;
@@ -236,7 +236,7 @@ pub fn mapped_count() -> usize {
 }
 
 /// In a forked child (one thread): unmap everything, forget every counter.
-pub fn reset_after_fork() {
+pub fn reset_in_child() {
     for ((c, d), b) in CHUNKS.iter().zip(DONE.iter()).zip(BASES.iter()) {
         b.store(0, Ordering::Relaxed);
         let p = c.swap(std::ptr::null_mut(), Ordering::AcqRel);

@@ -15,31 +15,7 @@ use std::ffi::CString;
 
 use vramledger_format::JOURNAL_SUFFIX;
 
-/// Longest run id or host name kept in a file name (NAME_MAX is 255 for the whole name).
-const MAX_NAME_PART: usize = 64;
-
-/// A name part reduced to `[A-Za-z0-9._-]`, never empty, never starting with a dot, at most
-/// 64 bytes.
-pub fn name_part(s: &str, fallback: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(MAX_NAME_PART)
-        .collect();
-    if out.starts_with('.') {
-        out.replace_range(0..1, "_");
-    }
-    if out.is_empty() {
-        out = fallback.to_string();
-    }
-    out
-}
+use crate::config::name_part;
 
 /// The journal's file name (no folder).
 pub fn file_name(run_id: &str, host: &str, pid: i32, start_unix_ns: u64) -> String {
@@ -76,6 +52,7 @@ fn open_folder(dir: &str) -> Result<i32, String> {
         };
         // SAFETY: mkdir/chmod on a NUL-terminated path.
         if unsafe { libc::mkdir(c.as_ptr(), 0o700) } == 0 {
+            // SAFETY: as above.
             unsafe { libc::chmod(c.as_ptr(), 0o700) };
         } else if errno() != libc::EEXIST {
             return Err(format!(

@@ -60,10 +60,13 @@ pub fn faults_handled() -> usize {
 extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: errno is thread-local; the interrupted code must find it unchanged.
     let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: `info` and `ctx` are the kernel's, for this SA_SIGINFO handler.
     let ours = unsafe { absorb(info) };
     if !ours {
+        // SAFETY: as above; the previous disposition gets what the kernel gave us.
         unsafe { chain(sig, info, ctx) };
     }
+    // SAFETY: as for the read above.
     unsafe { *libc::__errno_location() = saved };
 }
 
@@ -84,7 +87,7 @@ unsafe fn absorb(info: *mut libc::siginfo_t) -> bool {
     if info.si_code != libc::SI_TKILL || unsafe { info.si_pid() } != unsafe { libc::getpid() } {
         return false;
     }
-    let Some(size) = super::file_size() else {
+    let Some(size) = super::state::file_size() else {
         return false;
     };
     if size >= chunks::RESERVED_END.load(Ordering::Acquire) {
@@ -139,7 +142,7 @@ fn replace_chunks(pick: impl Fn(usize) -> bool) -> usize {
     }
     if n > 0 {
         FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
-        super::fail_from_signal();
+        super::state::fail_from_signal();
     }
     n
 }

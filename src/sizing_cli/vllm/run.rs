@@ -242,11 +242,10 @@ fn worker(j: &Journal) -> Option<Worker> {
         profiling.is_some_and(|p| r.index > p.index) && init.is_some_and(|i| r.index > i.index)
     });
     let mut lines = WorkerLines::default();
-    for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
-        if let Some(b) = e.text.split_once('\n').and_then(|(_, l)| log::classify(l)) {
-            if b.engine == Engine::Vllm {
-                lines.observe(&b);
-            }
+    // Stage lines and the sizing lines the tap keeps beside them (engine lines).
+    for b in j.engine_lines().filter_map(log::classify) {
+        if b.engine == Engine::Vllm {
+            lines.observe(&b);
         }
     }
     // capture_model: the last reading before the first capture of the capture stage, the
@@ -390,17 +389,12 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
     for j in loaded.journals {
         let mut parts = settings::Assembler::default();
         let mut recorded = Vec::new();
+        for l in j.engine_lines() {
+            out.observe_config(l);
+        }
         for e in &j.events {
-            match e.kind() {
-                Some(Kind::Stage) => {
-                    if let Some((_, l)) = e.text.split_once('\n') {
-                        out.observe_config(l);
-                    }
-                }
-                Some(Kind::Warning) if e.api() == Some(Api::VramledgerSettings) => {
-                    recorded.extend(parts.push(&e.text))
-                }
-                _ => {}
+            if e.kind() == Some(Kind::Warning) && e.api() == Some(Api::VramledgerSettings) {
+                recorded.extend(parts.push(&e.text))
             }
         }
         recorded.extend(parts.finish());
@@ -411,12 +405,9 @@ pub fn read(path: &Path, log_text: Option<&str>) -> Result<RunLines, String> {
             Some(w) => out.workers.push(w),
             // The EngineCore of TP > 1: its lines (KV size, concurrency) are the run's.
             None => {
-                for e in j.events.iter().filter(|e| e.kind() == Some(Kind::Stage)) {
-                    let line = e.text.split_once('\n').map(|(_, l)| l);
-                    if let Some(b) = line.and_then(log::classify) {
-                        if b.engine == Engine::Vllm {
-                            out.global.observe(&b);
-                        }
+                for b in j.engine_lines().filter_map(log::classify) {
+                    if b.engine == Engine::Vllm {
+                        out.global.observe(&b);
                     }
                 }
             }

@@ -7,10 +7,12 @@
 //! server prints, inside the server.
 
 /// The anchors that start with byte `b` (empty for bytes that start none). An anchor matches
-/// where its bytes occur verbatim. Lead bytes are chosen to be rare in ordinary output: lines
+/// where its bytes occur verbatim. Public so that a faster prefilter (the shim's vectorised
+/// one) can be built from the same table; such a prefilter must accept every line that holds
+/// one of these. Lead bytes are chosen to be rare in ordinary output: lines
 /// such as "Post-capture KV sizing", "Reserving … of the KV budget", "PyTorch activation … GiB"
 /// or "The memory capacity … local_gpu_memory=" are caught by `KV`, `GiB` or `_gpu_memory`.
-const fn anchors(b: u8) -> &'static [&'static [u8]] {
+pub const fn anchors(b: u8) -> &'static [&'static [u8]] {
     match b {
         b'K' => &[b"KV", b"Kv"],
         b'G' => &[b"GiB", b"Graph capturing"],

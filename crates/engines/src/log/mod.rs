@@ -41,7 +41,7 @@ mod tracker;
 mod vllm;
 mod vocab;
 
-pub use filter::may_match;
+pub use filter::{anchors, may_match};
 pub use numbers::LineNumbers;
 pub use prefix::RankTag;
 pub use rules::{Rule, RuleError, Rules};

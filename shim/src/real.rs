@@ -1,5 +1,6 @@
 //! Where the real functions are: the real `dlsym`, the real driver library, and one real
-//! pointer per hooked entry point.
+//! pointer per hooked entry point. On the ground floor: every hook, the recorder and the
+//! entry points read it; it reads nothing of vramledger.
 //!
 //! Everything here is lock-free and idempotent: two threads resolving at once compute
 //! the same answers and store them with compare-and-swap, so nothing ever waits (a wait
@@ -48,6 +49,7 @@ pub fn real_dlsym(handle: *mut c_void, name: &CStr) -> usize {
     }
     // SAFETY: f is glibc's dlsym; name is NUL-terminated.
     let f: DlsymFn = unsafe { std::mem::transmute::<usize, DlsymFn>(f) };
+    // SAFETY: glibc's dlsym with the caller's handle (only passed on) and a C string.
     unsafe { f(handle, name.as_ptr()) as usize }
 }
 
@@ -57,9 +59,10 @@ pub fn known(api: Api) -> usize {
     REAL[api as usize % SLOTS].load(Ordering::Acquire)
 }
 
-/// Offers `ptr` as the real `api`. True when it is (now or already) the real one.
+/// Offers `ptr` as the real `api` (never one of vramledger's own hooks: the caller checks).
+/// True when it is (now or already) the real one.
 pub fn offer(api: Api, ptr: usize) -> bool {
-    if ptr == 0 || ptr == super::exports::hook_addr(api) {
+    if ptr == 0 {
         return false;
     }
     let slot = &REAL[api as usize % SLOTS];
@@ -114,11 +117,17 @@ pub fn handle_of(addr: usize) -> *mut c_void {
 }
 
 /// A driver function vramledger calls for itself (not hooked), e.g. `cuCtxGetDevice`.
+#[inline]
 pub fn driver_fn(name: &CStr, cache: &AtomicUsize) -> usize {
     let p = cache.load(Ordering::Acquire);
     if p != 0 {
         return p;
     }
+    driver_fn_slow(name, cache)
+}
+
+#[cold]
+fn driver_fn_slow(name: &CStr, cache: &AtomicUsize) -> usize {
     let h = libcuda();
     if h.is_null() {
         return 0;
@@ -131,11 +140,17 @@ pub fn driver_fn(name: &CStr, cache: &AtomicUsize) -> usize {
 /// The real pointer for a hooked entry point, resolving it if needed: from the driver
 /// library for `cu*`, from the next object after vramledger (or the caller's own
 /// dependencies) for NCCL.
+#[inline(always)]
 pub fn resolve(api: Api) -> usize {
     let p = known(api);
     if p != 0 {
         return p;
     }
+    resolve_slow(api)
+}
+
+#[cold]
+fn resolve_slow(api: Api) -> usize {
     let Ok(name) = CString::new(api.name()) else {
         return 0;
     };
@@ -197,10 +212,12 @@ fn find_in_loaded(needle: &CStr, name: &CStr) -> usize {
     ) -> c_int {
         // SAFETY: dl_iterate_phdr passes valid info and our own data pointer.
         let s = unsafe { &mut *(data as *mut Search) };
+        // SAFETY: as above: valid for the duration of the callback.
         let info = unsafe { &*info };
         if info.dlpi_name.is_null() {
             return 0;
         }
+        // SAFETY: not NULL (checked above): the loader's NUL-terminated path.
         let path = unsafe { CStr::from_ptr(info.dlpi_name) };
         let bytes = path.to_bytes();
         if bytes.windows(s.needle.len()).any(|w| w == s.needle) {

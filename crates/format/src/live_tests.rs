@@ -1,0 +1,191 @@
+//! Tests of `live.rs`.
+use super::*;
+
+/// `book` completes and applies exactly as filling from `block_at`/`handle_info` and then
+/// `apply` did.
+#[test]
+fn booking_fills_and_applies_as_fill_then_apply() {
+    let mut x = 0x1357_9bdf_2468_ace0u64;
+    let mut a = LiveBooks::new();
+    let mut b = LiveBooks::new();
+    let kinds = [
+        Kind::Alloc,
+        Kind::Free,
+        Kind::HostAlloc,
+        Kind::HostFree,
+        Kind::VmmCreate,
+        Kind::VmmMap,
+        Kind::VmmUnmap,
+        Kind::VmmRelease,
+        Kind::VmmRetain,
+    ];
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut e = ev(
+            kinds[(x % 9) as usize],
+            0x1000 * (x >> 8 & 15),
+            (x >> 12) & 0xffff,
+            x >> 16 & 7,
+            Owner::from_repr((x >> 20 & 7) as u8).unwrap_or(Owner::None),
+        );
+        if x.is_multiple_of(7) {
+            e.api = Api::cuMemAllocAsync as u16;
+        }
+        if x.is_multiple_of(31) {
+            e.result = 2;
+        }
+        if (x >> 24).is_multiple_of(3) {
+            e.owner = 0;
+        }
+        // The reference: fill from the books as the shim did before, then apply.
+        let mut want = e.clone();
+        match want.kind() {
+            Some(Kind::Free | Kind::HostFree) => {
+                if let Some(l) = a.block_at(want.addr) {
+                    want.owner = l.owner as u8;
+                    want.size = l.size;
+                    want.device = l.device;
+                    want.module = l.module;
+                    want.mem = l.mem as u8;
+                }
+            }
+            Some(Kind::VmmRelease | Kind::VmmRetain | Kind::VmmMap) if want.owner == 0 => {
+                if let Some((o, s, d)) = a.handle_info(want.handle) {
+                    want.owner = o as u8;
+                    want.device = d;
+                    if want.size == 0 {
+                        want.size = s;
+                    }
+                }
+            }
+            Some(Kind::VmmUnmap) => {
+                if let Some(h) = a.mapping_at(want.addr) {
+                    want.handle = h;
+                    if let Some((o, _, d)) = a.handle_info(h) {
+                        want.owner = o as u8;
+                        want.device = d;
+                    }
+                }
+            }
+            _ => {}
+        }
+        let da = a.apply(&want);
+        let db = b.book(&mut e);
+        assert_eq!(e, want);
+        assert_eq!(da, db);
+        assert_eq!(a.unknown_frees, b.unknown_frees);
+    }
+    assert_eq!(
+        a.totals().collect::<Vec<_>>(),
+        b.totals().collect::<Vec<_>>()
+    );
+}
+
+fn ev(kind: Kind, addr: u64, size: u64, handle: u64, owner: Owner) -> Event {
+    Event {
+        kind: kind as u16,
+        device: 0,
+        addr,
+        size,
+        handle,
+        owner: owner as u8,
+        api: Api::cuMemAlloc_v2 as u16,
+        ..Event::default()
+    }
+}
+
+#[test]
+fn alloc_free_pairs() {
+    let mut b = LiveBooks::new();
+    let d = b.apply(&ev(Kind::Alloc, 0x1000, 4 << 20, 0, Owner::Torch));
+    assert_eq!(d.map(|d| d.bytes), Some(4 << 20));
+    assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 4 << 20);
+    let d = b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None));
+    assert_eq!(
+        d.map(|d| (d.owner, d.bytes)),
+        Some((Owner::Torch, -(4 << 20)))
+    );
+    assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 0);
+    assert_eq!(b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None)), None);
+    assert_eq!(b.unknown_frees, 1);
+}
+
+#[test]
+fn nccl_free_sequence_returns_memory_only_at_the_end() {
+    // create, reserve, map; then retain, release, unmap, release (NCCL's order).
+    let mut b = LiveBooks::new();
+    let h = 77;
+    assert!(b
+        .apply(&ev(Kind::VmmCreate, 0, 2 << 20, h, Owner::Nccl))
+        .is_some());
+    b.apply(&ev(Kind::VmmMap, 0x5000, 2 << 20, h, Owner::None));
+    assert_eq!(
+        b.apply(&ev(Kind::VmmRetain, 0x5000, 0, h, Owner::None)),
+        None
+    );
+    assert_eq!(b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None)), None);
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
+    assert_eq!(
+        b.apply(&ev(Kind::VmmUnmap, 0x5000, 2 << 20, 0, Owner::None)),
+        None
+    );
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 2 << 20);
+    let d = b
+        .apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None))
+        .unwrap();
+    assert_eq!((d.owner, d.bytes), (Owner::Nccl, -(2 << 20)));
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 0);
+}
+
+#[test]
+fn release_before_unmap_keeps_memory_until_unmap() {
+    // PyTorch-style unmap+release, and the reverse order.
+    let mut b = LiveBooks::new();
+    b.apply(&ev(Kind::VmmCreate, 0, 20 << 20, 1, Owner::Torch));
+    b.apply(&ev(Kind::VmmMap, 0x10_0000, 20 << 20, 1, Owner::None));
+    assert_eq!(b.apply(&ev(Kind::VmmRelease, 0, 0, 1, Owner::None)), None);
+    let d = b
+        .apply(&ev(Kind::VmmUnmap, 0x10_0000, 20 << 20, 0, Owner::None))
+        .unwrap();
+    assert_eq!(d.bytes, -(20 << 20));
+}
+
+#[test]
+fn host_numa_and_async_are_not_vram() {
+    let mut b = LiveBooks::new();
+    let mut host = ev(Kind::VmmCreate, 0, 2 << 20, 5, Owner::Nccl);
+    host.mem = MemKind::HostPinned as u8;
+    b.apply(&host);
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::Device), 0);
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::HostPinned), 2 << 20);
+
+    let mut a = ev(Kind::Alloc, 0x9000, 1 << 20, 0, Owner::Torch);
+    a.api = Api::cuMemAllocAsync as u16;
+    assert_eq!(b.apply(&a), None);
+    let mut s = ev(Kind::PoolSample, 0, 0, 0xABC, Owner::Torch);
+    s.arg0 = 32 << 20;
+    assert_eq!(b.apply(&s).map(|d| d.bytes), Some(32 << 20));
+    s.arg0 = 32 << 20;
+    assert_eq!(b.apply(&s), None);
+    assert_eq!(b.held(0, Owner::Torch, MemKind::Device), 32 << 20);
+    assert_eq!(b.apply(&ev(Kind::Free, 0x9000, 0, 0, Owner::None)), None);
+    assert_eq!(b.unknown_frees, 0);
+}
+
+#[test]
+fn reservations_are_virtual_only() {
+    let mut b = LiveBooks::new();
+    b.apply(&ev(
+        Kind::VaReserve,
+        0x1_0000_0000,
+        1 << 40,
+        0,
+        Owner::Torch,
+    ));
+    assert_eq!(b.totals().count(), 0);
+    assert_eq!(b.reserved_va().get(&0), Some(&(1u64 << 40)));
+    b.apply(&ev(Kind::VaFree, 0x1_0000_0000, 1 << 40, 0, Owner::None));
+    assert!(b.reserved_va().is_empty());
+}

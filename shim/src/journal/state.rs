@@ -1,0 +1,63 @@
+//! The journal's state words: the file, its cursor, whether it is open, and the journal's
+//! time base. Every other journal file reads these; they read nothing of the journal.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// No journal yet (the first event opens one).
+pub const CLOSED: u8 = 0;
+/// One thread is opening it; the others wait.
+pub const OPENING: u8 = 1;
+/// Open: records may be written.
+pub const OPEN: u8 = 2;
+/// Failed for good: pass-through.
+pub const FAILED: u8 = 3;
+/// Closed at exit (truncated to its used size): nothing more is written, quietly.
+pub const ENDED: u8 = 4;
+
+/// The next free byte of the file.
+pub static CURSOR: AtomicU64 = AtomicU64::new(0);
+/// The journal's descriptor, -1 when none.
+pub static FD: AtomicI32 = AtomicI32::new(-1);
+/// One of the states above.
+pub static STATE: AtomicU8 = AtomicU8::new(CLOSED);
+/// Bumped whenever the journal is replaced (opened, or forgotten in a forked child): a slot
+/// reserved in another generation is never written.
+pub static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// The journal's start (CLOCK_MONOTONIC ns, as its header says): the time base of compact
+/// records; no record is stamped earlier.
+pub static START_MONO: AtomicU64 = AtomicU64::new(0);
+
+/// True once a journal is open in this process.
+#[inline]
+pub fn is_open() -> bool {
+    STATE.load(Ordering::Acquire) == OPEN
+}
+
+/// The journal file's current size (async-signal-safe: one `fstat`).
+pub fn file_size() -> Option<u64> {
+    let fd = FD.load(Ordering::Acquire);
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fstat on our own descriptor into a zeroed struct it fills.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some(st.st_size as u64)
+    }
+}
+
+/// Called by the SIGBUS handler: the journal is unusable, stop recording (no allocation).
+/// After the journal was closed at exit a fault is a late writer's past the end: no warning.
+pub fn fail_from_signal() {
+    if STATE.swap(FAILED, Ordering::AcqRel) == ENDED {
+        return;
+    }
+    crate::guard::give_up_in_signal("the journal was truncated by another process");
+}
+
+/// Stops recording for good with one warning.
+#[cold]
+pub fn fail(why: &str) {
+    STATE.store(FAILED, Ordering::Release);
+    crate::guard::give_up(why);
+}

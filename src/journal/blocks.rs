@@ -1,0 +1,212 @@
+//! Reading format 2 (`vramledger_format::block`): sealed blocks are read whole, a block whose
+//! seal does not match is skipped, an unsealed block (its writer stopped) is read to its last
+//! committed record. [`Decoder`] turns records into events (templates, the time base), shared
+//! by the full reader and the follower.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use vramledger_format::compact::{self, Template, MAX_TEMPLATE};
+use vramledger_format::walk::{self, BlockState, BlockView, Item};
+use vramledger_format::{Event, Header, Kind};
+
+use super::Journal;
+
+/// A template id more than this far past the highest one defined is damage, not a writer's.
+const MAX_TEMPLATE_JUMP: usize = 1 << 16;
+
+/// Where decoded events go: kept in the journal, or handed on (which may stop the reading).
+pub(crate) type Sink<'s> = dyn FnMut(&mut Journal, Event) -> ControlFlow<()> + 's;
+
+/// The sink that keeps every event in the journal.
+pub(crate) fn keep(j: &mut Journal, e: Event) -> ControlFlow<()> {
+    j.take(e);
+    ControlFlow::Continue(())
+}
+
+/// Records into events: the templates defined so far and the time base of compact records.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Decoder {
+    templates: Vec<Option<Template>>,
+    base: u64,
+    pub header_seen: bool,
+    /// Compact records whose template was never defined (lost in flight with it).
+    pub orphans: usize,
+}
+
+impl Decoder {
+    /// Applies one record to `j` (`base`: the file offset of the bytes walked), keeping its
+    /// event.
+    pub fn item(&mut self, j: &mut Journal, item: Item<'_>, base: usize) {
+        let _ = self.item_to(j, item, base, &mut keep);
+    }
+
+    /// Applies one record to `j`, handing its event (if any) to `sink`.
+    pub fn item_to(
+        &mut self,
+        j: &mut Journal,
+        item: Item<'_>,
+        base: usize,
+        sink: &mut Sink<'_>,
+    ) -> ControlFlow<()> {
+        match item {
+            Item::Frame { at, kind, payload } => {
+                return self.frame(j, base + at, kind, payload, sink)
+            }
+            Item::Compact { at, fields } => match self.templates.get(fields.template as usize) {
+                Some(Some(t)) => return sink(j, compact::event(&fields, t, self.base)),
+                _ => {
+                    self.orphans += 1;
+                    if self.orphans == 1 {
+                        j.warnings.push(format!(
+                            "{}: a record at offset {} names a template lost in flight when the process stopped (such records are left out)",
+                            j.path.display(),
+                            base + at
+                        ));
+                    }
+                }
+            },
+            Item::Lost { at, .. } => j.warnings.push(format!(
+                "{}: a record in flight when the process stopped was lost at offset {}",
+                j.path.display(),
+                base + at
+            )),
+            Item::LostRest { at, .. } => j.warnings.push(format!(
+                "{}: a record in flight when the process stopped was lost at offset {}, and the rest of its block with it",
+                j.path.display(),
+                base + at,
+            )),
+            Item::Damaged { at, .. } => {
+                j.corrupt = true;
+                j.warnings.push(format!(
+                    "{}: a corrupt record at offset {} ends its block (the rest of it was skipped)",
+                    j.path.display(),
+                    base + at,
+                ));
+            }
+            Item::Cut { at } => {
+                j.corrupt = true;
+                j.warnings.push(format!(
+                    "{}: the last record is cut off at offset {} (the file was truncated, or copied while it was written)",
+                    j.path.display(),
+                    base + at
+                ));
+            }
+            Item::Seal { .. } => {}
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn frame(
+        &mut self,
+        j: &mut Journal,
+        at: usize,
+        kind: u16,
+        payload: &[u8],
+        sink: &mut Sink<'_>,
+    ) -> ControlFlow<()> {
+        if kind == Kind::Header as u16 {
+            match Header::decode(payload) {
+                Some(h) if !self.header_seen => {
+                    self.base = h
+                        .get("start_mono_ns")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    j.header = h;
+                    self.header_seen = true;
+                }
+                Some(_) => j.warnings.push(format!(
+                    "{}: a second header at offset {at} was ignored",
+                    j.path.display()
+                )),
+                None => j.warnings.push(format!(
+                    "{}: the header record is malformed",
+                    j.path.display()
+                )),
+            }
+            return ControlFlow::Continue(());
+        }
+        if kind == Kind::Template as u16 {
+            match Template::decode(payload) {
+                Some((id, t))
+                    if (id as usize) < self.templates.len() + MAX_TEMPLATE_JUMP
+                        && id <= MAX_TEMPLATE =>
+                {
+                    let id = id as usize;
+                    if self.templates.len() <= id {
+                        self.templates.resize(id + 1, None);
+                    }
+                    self.templates[id] = Some(t);
+                }
+                _ => {
+                    j.corrupt = true;
+                    j.warnings.push(format!(
+                        "{}: a malformed template record at offset {at} was ignored",
+                        j.path.display()
+                    ));
+                }
+            }
+            return ControlFlow::Continue(());
+        }
+        match Event::decode(kind, payload) {
+            Some(e) => return sink(j, e),
+            None => j.warnings.push(format!(
+                "{}: record at offset {at} is too short for its kind",
+                j.path.display()
+            )),
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// What a block's state says, for humans.
+    pub fn block(&mut self, j: &mut Journal, b: &BlockView, base: usize) {
+        if b.state == BlockState::Corrupt {
+            j.corrupt = true;
+            j.warnings.push(format!(
+                "{}: a corrupt block at offset {} ({} bytes) was skipped: its checksum does not match",
+                j.path.display(),
+                base + b.start,
+                b.data.end - b.start
+            ));
+        }
+    }
+}
+
+/// Decodes a journal of format 2 into `j` (preamble already checked), handing each event to
+/// `each` (after [`Journal::admit`]); stops where `each` breaks. The blocks are walked as
+/// [`walk::walk`] walks them.
+pub(crate) fn parse(
+    path: &Path,
+    bytes: &[u8],
+    j: &mut Journal,
+    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+) {
+    let mut d = Decoder::default();
+    let mut sink = |j: &mut Journal, e: Event| each(j.admit(e));
+    let mut k = 0;
+    'blocks: while let Some(b) = walk::block(bytes, k) {
+        let (area, skip, last) = (b.data.clone(), b.state == BlockState::Corrupt, b.last);
+        d.block(j, &b, 0);
+        if !skip {
+            for item in walk::Records::new(bytes, area) {
+                if matches!(item, Item::Seal { .. }) {
+                    continue;
+                }
+                if d.item_to(j, item, 0, &mut sink).is_break() {
+                    break 'blocks;
+                }
+            }
+        }
+        if last {
+            break;
+        }
+        k += 1;
+    }
+    if !d.header_seen {
+        j.corrupt = true;
+        j.warnings.push(format!(
+            "{}: the journal has no header record",
+            path.display()
+        ));
+    }
+}
