@@ -4,18 +4,18 @@
 //! `/usr/bin/time -v`: wall-clock seconds and peak resident memory of each. Targets: each
 //! under 2 s and 512 MiB at 10^7 records.
 //!
-//!     cargo bench --bench report [-- EVENTS] [--format1] [--keep DIR]
+//!     cargo bench --bench report [-- EVENTS] [--format1] [--keep DIR] [--cli PATH]
 //!
-//! The journal is written in format 2, as the shim writes it (`--format1`: format 1), under `target/` and removed afterwards (`--keep DIR`: written to,
-//! or reused from, DIR and left there).
+//! The journal is written in format 2, as the shim writes it (`--format1`: format 1), under
+//! `target/` and removed afterwards (`--keep DIR`: written to, or reused from, DIR and left
+//! there). `--cli PATH` measures another build of the CLI (an older commit's, for a before).
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn measure(label: &str, args: &[&str]) {
-    let cli = env!("CARGO_BIN_EXE_vramledger");
+fn measure(cli: &str, label: &str, args: &[&str]) {
     let out = Command::new("/usr/bin/time")
         .arg("-v")
         .arg(cli)
@@ -79,6 +79,12 @@ fn main() {
             t.elapsed().as_secs_f64()
         );
     }
+    let cli = args
+        .iter()
+        .position(|a| a == "--cli")
+        .and_then(|i| args.get(i + 1))
+        .map_or(env!("CARGO_BIN_EXE_vramledger"), String::as_str);
+    let measure = |label: &str, args: &[&str]| measure(cli, label, args);
     let j = journal.to_str().expect("utf-8 path");
     let out = |name: &str| dir.join(name).to_str().expect("utf-8 path").to_string();
     measure("report", &["report", j, "-o", &out("r.txt"), "--force"]);
