@@ -279,3 +279,7 @@ fn device_books(d: DevState, held: OwnerBytes, before: Option<u64>, ix: &Index) 
         modules,
     }
 }
+
+#[cfg(test)]
+#[path = "books_tests.rs"]
+mod tests;
