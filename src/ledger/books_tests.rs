@@ -329,3 +329,24 @@ fn the_context_is_measured_around_its_creation_and_opens_the_books_before_it() {
     assert_eq!(d.peak_total.bytes, gib(1.5));
     assert!(d.balanced());
 }
+
+#[test]
+fn a_reading_after_a_stages_first_allocation_is_not_its_start() {
+    // `weight_load` opens without a sample block; the program reads free memory only after
+    // allocating 2 GiB in it. Its start is derived (the startup sample and the hooks since),
+    // never that later reading, so the 2 GiB stay in weight_load.
+    let mut j = J::new(TOTAL);
+    j.alloc(0x1000, GIB, Owner::Torch)
+        .stage("weight_load")
+        .alloc(0x2000, 2 * GIB, Owner::Torch)
+        .mem_get_info(TOTAL - 3 * GIB);
+    let d = device0(&j.books()).clone();
+    let w = stage(&d, "weight_load");
+    assert_eq!(
+        (w.start_free, w.start_source),
+        (Some(TOTAL - GIB), Source::Derived)
+    );
+    assert_eq!(w.device_delta, gib(2.0));
+    assert_eq!(w.by_owner.get(Owner::Unattributed), 0);
+    assert_eq!(stage(&d, "startup").device_delta, gib(1.0));
+}
