@@ -1,5 +1,5 @@
 //! Builds libvramledger.so (shim/) with the same cargo, profile and compiler flags into OUT_DIR,
-//! so that the CLI carries a copy of it (`src/libpath.rs` writes it out on first use). This is
+//! so that the CLI carries a copy of it (`src/launch/libpath.rs` writes it out on first use). This is
 //! what makes `cargo install --path .` give a `vramledger run` that needs nothing beside it.
 //!
 //! `VRAMLEDGER_EMBED_SHIM=0` builds the CLI without the copy (the Python wheel ships the

@@ -4,7 +4,8 @@
 # .gpu/libvramledger.so (scripts/gpu_prepare.sh). No Rust needed. Run from the repository root.
 #
 #   bash scripts/gpu_engines.sh check [--tp N] [--layers L] [--tag NAME]
-#       examples/engines/vllm_offline.py plain, then under `vramledger run`; checks the same
+#       examples/engines/vllm_offline.py plain, then under `vramledger run` (after one unmeasured
+#       warm-up run when this machine's compile caches are cold); checks the same
 #       output token ids (sha256) and num_gpu_blocks, every device balanced, the stages of real
 #       vLLM present, `size RUN --log` reproducing the blocks (and, with --tp 2: both ranks, NCCL
 #       bytes, the cross-rank minimum and the imbalance rule); records the hooked run (journals
@@ -69,6 +70,15 @@ if [[ $MODE == check ]]; then
     TAG=${TAG:-tp$TP-l$LAYERS}
     # A small decode keeps the journal small (the host-pinned churn grows with the steps).
     SMALL=(--requests 64 --max-tokens 32 --warmup 8)
+    # A cold compile cache changes vLLM's own profile (its first run compiles; on the H200 the
+    # 8-layer model's peak activation read 1.78 GiB cold, 1.72 GiB warm: 128295 vs 128415 blocks),
+    # so both compared runs must find the caches warm: one unmeasured plain run warms them.
+    WARM=/tmp/vl-cache/warm-l$LAYERS-tp$TP
+    if [[ ! -f $WARM ]]; then
+        t0=$SECONDS
+        timeout 400 "${V[@]}" "${SMALL[@]}" >"$W/warmup.out" 2>"$W/warmup.err" && touch "$WARM"
+        echo "warm-up rc=$? wall=$((SECONDS - t0))s $(grep -h VRAMLEDGER_VLLM "$W/warmup.out" | head -1)"
+    fi
     t0=$SECONDS
     timeout 400 "${V[@]}" "${SMALL[@]}" >"$W/plain.out" 2>"$W/plain.err"; rc=$?
     echo "plain rc=$rc wall=$((SECONDS - t0))s $(grep -h VRAMLEDGER_VLLM "$W/plain.out" | tr '\n' ' ')"

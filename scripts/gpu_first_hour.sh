@@ -23,6 +23,11 @@ if [[ -z "$WHEEL" ]]; then
 fi
 log "glibc: $(ldd --version | head -1)"
 python3 -m venv --system-site-packages /tmp/vl-venv
+# --system-site-packages reaches the base interpreter's packages only; when python3 is itself a
+# venv (the GPU machine's torch lives in one), its packages are added by a .pth file.
+python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+    >"$(/tmp/vl-venv/bin/python -c 'import site; print(site.getsitepackages()[0])')/outer-venv.pth"
+/tmp/vl-venv/bin/python -c 'import torch' 2>/dev/null || log "note: torch is not importable in /tmp/vl-venv"
 /tmp/vl-venv/bin/pip install -q --no-deps "$WHEEL" 2>&1 | tail -2 | tee -a "$S"
 VL=/tmp/vl-venv/bin/vramledger
 PY=/tmp/vl-venv/bin/python

@@ -7,7 +7,6 @@
 //! Journals are replayed into the books and rendered as the report JSON, so both kinds of
 //! input pass through one parser of the documented schema (docs/report-schema.md).
 
-use std::io::Write;
 use std::path::Path;
 
 use serde_json::Value;
@@ -460,16 +459,4 @@ pub fn load(path: &Path) -> Result<Input, String> {
         warnings: read.messages().cloned().collect(),
         damaged: read.damaged(),
     })
-}
-
-/// Writes to stdout; a closed pipe is not an error. Returns the exit code.
-pub(crate) fn emit(text: &str) -> i32 {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            eprintln!("vramledger: cannot write output: {e}");
-            crate::cli::EXIT_BAD_INPUT
-        }
-        _ => 0,
-    }
 }

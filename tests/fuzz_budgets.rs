@@ -8,8 +8,9 @@
 mod fuzz_support;
 
 use fuzz_support::{count, files, json_mutate, manifest_dir, run_sharded};
+use vramledger::output::check_text;
 use vramledger::output::report_text::Units;
-use vramledger::{budgets, check, report_input};
+use vramledger::{budgets, report_input};
 
 #[global_allocator]
 static GUARD: fuzz_support::Guard = fuzz_support::Guard;
@@ -67,8 +68,8 @@ fn budgets_reader() {
             match budgets::parse("fuzz.json", text) {
                 Ok(list) => {
                     let verdict = budgets::evaluate(&list, &run);
-                    let _ = check::render(None, &[], &list, Some(&verdict), Units::Gib);
-                    let _ = check::render(None, &[], &list, Some(&verdict), Units::Bytes);
+                    let _ = check_text::render(None, &[], &list, Some(&verdict), Units::Gib);
+                    let _ = check_text::render(None, &[], &list, Some(&verdict), Units::Bytes);
                     true
                 }
                 Err(e) => {

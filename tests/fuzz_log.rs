@@ -8,8 +8,8 @@
 mod fuzz_support;
 
 use fuzz_support::{count, files, havoc, manifest_dir, run_sharded, Rng};
-use vramledger::size_limits;
-use vramledger::sizing_cli::inputs::{LogFacts, Measured};
+use vramledger::sizing::inputs::{LogFacts, Measured};
+use vramledger::sizing::limits as size_limits;
 use vramledger_engines::log::{classify, classify_bytes, classify_each, may_match};
 use vramledger_engines::log::{Engine, Rules, StageTracker};
 

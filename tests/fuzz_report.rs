@@ -12,7 +12,7 @@ use std::path::Path;
 
 use fuzz_support::{count, json_mutate, manifest_dir, run_sharded};
 use vramledger::output::report_text::Units;
-use vramledger::output::{diff_json, diff_text};
+use vramledger::output::{check_text, diff_json, diff_text};
 use vramledger::size_arg::Tolerance;
 use vramledger::{budgets, check, diff, journal, ledger, output, report_input};
 
@@ -124,7 +124,13 @@ fn report_reader() {
                 let _ = diff_json::render(&d);
                 let _ = check::drifted(&d, &tolerances);
                 let verdict = budgets::evaluate(&limits, &input.run);
-                let _ = check::render(Some(&d), &tolerances, &limits, Some(&verdict), Units::Bytes);
+                let _ = check_text::render(
+                    Some(&d),
+                    &tolerances,
+                    &limits,
+                    Some(&verdict),
+                    Units::Bytes,
+                );
             }
             input.kind == "report"
         },

@@ -14,9 +14,10 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use fuzz_support::{count, files, json_mutate, manifest_dir, run_sharded, Rng, INTERESTING};
-use vramledger::model_config;
+use vramledger::cli::size::SizeArgs;
 use vramledger::output::{size_json, size_text};
-use vramledger::sizing_cli::{self, SizeArgs};
+use vramledger::sizing;
+use vramledger::sizing::model_config;
 
 #[global_allocator]
 static GUARD: fuzz_support::Guard = fuzz_support::Guard;
@@ -103,7 +104,7 @@ struct Size {
 }
 
 fn size(args: &SizeArgs) -> bool {
-    match sizing_cli::build(args) {
+    match sizing::build(&args.request()) {
         Ok(r) => {
             let _ = size_text::render(&r);
             let _ = size_json::render(&r);

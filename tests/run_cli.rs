@@ -1,7 +1,7 @@
 //! `vramledger run` as a user meets it: the SGLang-shaped demo program on the fake driver,
 //! `--json` (stdout is the JSON alone), a command that writes no journal (one line), and where
 //! the preload library comes from (`--lib`, `VRAMLEDGER_LIB`, beside the CLI, or the carried
-//! copy written out privately, see src/libpath.rs).
+//! copy written out privately, see src/launch/libpath.rs).
 
 mod support;
 

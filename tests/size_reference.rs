@@ -1,6 +1,6 @@
 //! `vramledger size` against SGLang's own code: every row of tests/data/sglang-reference/*.jsonl
 //! was produced by executing the released wheel's functions (scripts/sglang_reference). Each row
-//! is run through the size command's library entry (`sizing_cli::build`, the same code as the
+//! is run through the size command's library entry (`sizing::build`, the same code as the
 //! binary) with the row's inputs as flags; the outputs must be equal, not close: the defaults
 //! (fraction, chunk, decode graph batch and the prefill graphs they priced, on CUDA, HIP and NPU,
 //! PP 1 to 8) and the token counts.
@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use vramledger::sizing_cli::{build, SizeArgs, SizeReport, EXIT_DOES_NOT_FIT};
+use vramledger::exit::DOES_NOT_FIT as EXIT_DOES_NOT_FIT;
+use vramledger::sizing::{build, SizeReport, SizeRequest};
 
 const LAYOUTS: [&str; 5] = ["0.4.6", "0.5.5", "0.5.12", "0.5.18", "0.5.23"];
 
@@ -30,9 +31,9 @@ fn u(v: &Value, k: &str) -> Option<u64> {
 }
 
 /// The row's inputs as `vramledger size` flags.
-fn args_of(layout: &str, input: &Value) -> SizeArgs {
+fn args_of(layout: &str, input: &Value) -> SizeRequest {
     let mla = input["mla"].as_bool().unwrap_or(false);
-    SizeArgs {
+    SizeRequest {
         sglang_version: Some(layout.to_string()),
         platform: input["platform"].as_str().map(str::to_string),
         gpu_mem_mib: input["gpu_mem"].as_f64(),
@@ -71,7 +72,7 @@ fn args_of(layout: &str, input: &Value) -> SizeArgs {
         post_capture_backed_bytes: u(input, "backed_bytes"),
         post_capture_sampling_headroom_bytes: u(input, "sampling_headroom_bytes"),
         margin_gib: 1.0,
-        ..SizeArgs::default()
+        ..SizeRequest::default()
     }
 }
 

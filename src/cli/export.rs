@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::say;
+use crate::exit;
 use crate::journal::{self, Journal};
 use crate::metrics::sqlite::{self, Outcome, RunInput, Sizing};
-use crate::sizing_cli::{self, SizeArgs};
+use crate::sizing::{self, SizeRequest, DEFAULT_MARGIN_GIB};
 
 /// Arguments of `vramledger export`.
 #[derive(Debug, Args)]
@@ -31,39 +33,36 @@ pub struct ExportArgs {
     pub replace: bool,
 }
 
-/// Every journal of `path`, each read whole; an unreadable one is an error (a history must
-/// not silently miss a process), a corrupt one is kept with a warning and flagged.
+/// Every journal of `path` under the journal policy ([`journal::load`]); an unreadable one is
+/// an error (a history must not silently miss a process), a corrupt one is kept with a warning
+/// and flagged. A journal already `seen` (a folder and a journal inside it) is left out.
 fn read_all(path: &Path, seen: &mut BTreeSet<PathBuf>) -> Result<Vec<Journal>, String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    if files.is_empty() {
-        return Err(format!("no journals (*.vlj) found in {}", path.display()));
-    }
-    let mut out = Vec::new();
-    for f in files {
-        let canonical = std::fs::canonicalize(&f).unwrap_or_else(|_| f.clone());
-        if !seen.insert(canonical) {
-            continue; // given twice (a folder and a journal inside it)
+    let loaded = journal::load(path)?;
+    let mut keep = BTreeSet::new();
+    for file in say::in_file_order(path, &loaded) {
+        let j = file.map_err(String::clone)?;
+        let canonical = std::fs::canonicalize(&j.path).unwrap_or_else(|_| j.path.clone());
+        if seen.insert(canonical) {
+            say::warnings(&j.warnings);
+            keep.insert(j.path.clone());
         }
-        let j = journal::read(&f).map_err(|e| e.to_string())?;
-        for w in &j.warnings {
-            eprintln!("vramledger: warning: {w}");
-        }
-        out.push(j);
     }
-    Ok(out)
+    let mut journals = loaded.journals;
+    journals.retain(|j| keep.contains(&j.path));
+    Ok(journals)
 }
 
 /// `vramledger size` on one run folder; `None` when it cannot size it (said on stderr).
 fn size(path: &Path, model_config: Option<&Path>) -> Option<Sizing> {
-    let args = SizeArgs {
+    let request = SizeRequest {
         run: Some(path.to_path_buf()),
         model_config: model_config.map(Path::to_path_buf),
-        margin_gib: 1.0, // `vramledger size`'s default
-        ..SizeArgs::default()
+        margin_gib: DEFAULT_MARGIN_GIB,
+        ..SizeRequest::default()
     };
-    match sizing_cli::build(&args) {
+    match sizing::build(&request) {
         Ok(report) => Some(Sizing {
-            fits: report.exit_code() == 0,
+            fits: report.exit_code() == exit::OK,
             json: crate::output::size_json::render(&report),
         }),
         Err(e) => {
@@ -85,7 +84,7 @@ pub fn main(args: ExportArgs) -> i32 {
     for path in &args.runs {
         let journals = match read_all(path, &mut seen) {
             Ok(j) => j,
-            Err(e) => return super::fail(e),
+            Err(e) => return say::fail(e),
         };
         for j in journals {
             let run_id = j.header.get("run_id").unwrap_or("").to_string();
@@ -121,7 +120,7 @@ pub fn main(args: ExportArgs) -> i32 {
     }
     let mut db = match sqlite::schema::open(&args.sqlite) {
         Ok(c) => c,
-        Err(e) => return super::fail(e),
+        Err(e) => return say::fail(e),
     };
     let runs: Vec<RunInput> = groups.into_values().collect();
     // The journal policy (docs/journal.md): a damaged journal is stored, flagged, and the
@@ -129,7 +128,7 @@ pub fn main(args: ExportArgs) -> i32 {
     let damaged = runs.iter().flat_map(|r| &r.journals).any(|j| j.corrupt);
     let outcomes = match sqlite::append(&mut db, &runs, args.replace, args.model_name.as_deref()) {
         Ok(o) => o,
-        Err(e) => return super::fail(e),
+        Err(e) => return say::fail(e),
     };
     for (run, o) in runs.iter().zip(outcomes) {
         let name = if run.run_id.is_empty() {
@@ -157,7 +156,7 @@ pub fn main(args: ExportArgs) -> i32 {
     }
     if damaged {
         eprintln!("vramledger: some journal was corrupt or cut off (see above); it was stored flagged (processes.corrupt = 1)");
-        return super::EXIT_BAD_INPUT;
+        return exit::BAD_INPUT;
     }
     0
 }

@@ -1,14 +1,17 @@
 //! `vramledger metrics RUN`: the ledger of a run, once, as Prometheus or OpenMetrics text.
 //!
-//! Read like `report` reads (every journal whole); what cannot be read is said on stderr and
-//! makes the exit code 2 after the rest is printed. A folder without journals yet is a run
-//! that has not started: its exposition has no process (exit 0).
+//! Read like `report` reads (every journal whole, under the journal policy of
+//! [`crate::journal::load`]); what cannot be read is said on stderr and makes the exit code 2
+//! after the rest is printed. A folder without journals yet is a run that has not started: its
+//! exposition has no process (exit 0).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::journal;
+use super::say;
+use crate::exit;
+use crate::journal::{self, Loaded};
 use crate::metrics::exposition::{self, Clock, Format, ReaderState};
 
 /// Arguments of `vramledger metrics`.
@@ -26,40 +29,31 @@ pub struct MetricsArgs {
 
 /// Runs `vramledger metrics`; returns the exit code.
 pub fn main(args: MetricsArgs) -> i32 {
-    let files = match journal::find(&args.path) {
-        Ok(f) => f,
-        Err(e) => return super::fail(e),
+    let loaded = match journal::load(&args.path) {
+        Ok(l) => l,
+        // A folder without journals yet: the run has not started.
+        Err(_) if journal::find(&args.path).is_ok_and(|f| f.is_empty()) => {
+            eprintln!(
+                "vramledger: note: no journals (*.vlj) in {} yet; the exposition lists no process",
+                args.path.display()
+            );
+            Loaded::default()
+        }
+        Err(e) => return say::fail(e),
     };
-    let mut journals = Vec::with_capacity(files.len());
-    let mut bad = false;
-    for f in &files {
-        match journal::read(f) {
-            Ok(j) => {
-                for w in &j.warnings {
-                    eprintln!("vramledger: warning: {w}");
-                }
-                bad |= j.corrupt;
-                journals.push(j);
-            }
-            Err(e) => {
-                eprintln!("vramledger: {e}");
-                bad = true;
-            }
+    for file in say::in_file_order(&args.path, &loaded) {
+        match file {
+            Ok(j) => say::warnings(&j.warnings),
+            Err(e) => eprintln!("vramledger: {e}"),
         }
     }
-    if files.is_empty() {
-        eprintln!(
-            "vramledger: note: no journals (*.vlj) in {} yet; the exposition lists no process",
-            args.path.display()
-        );
-    }
-    let (views, notes) = crate::metrics::views_of(&journals, args.model_name.as_deref());
+    let (views, notes) = crate::metrics::views_of(&loaded.journals, args.model_name.as_deref());
     for n in notes {
         eprintln!("vramledger: note: {n}");
     }
     let reader = ReaderState {
-        journals: journals.len(),
-        unreadable: files.len() - journals.len(),
+        journals: loaded.journals.len(),
+        unreadable: loaded.unreadable.len(),
     };
     let format = if args.openmetrics {
         Format::OpenMetrics
@@ -67,10 +61,9 @@ pub fn main(args: MetricsArgs) -> i32 {
         Format::Prometheus
     };
     let text = exposition::render(&views, reader, &Clock::now(), format);
-    let rc = super::emit(&text);
-    if rc == 0 && bad {
-        eprintln!("vramledger: some input was unreadable or corrupt (see above); the metrics cover what could be read");
-        return super::EXIT_BAD_INPUT;
+    let rc = say::emit(&text);
+    if rc == exit::OK && loaded.damaged() {
+        return say::partial("the metrics cover what could be read");
     }
     rc
 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::say;
+use crate::exit;
 use crate::metrics::exposition::{self, Clock, ReaderState};
 use crate::metrics::http;
 use crate::metrics::watch::{RunWatch, WatchOptions};
@@ -30,15 +32,15 @@ pub struct ServeArgs {
 /// Runs `vramledger serve`; returns the exit code (only on a startup error).
 pub fn main(args: ServeArgs) -> i32 {
     if let Err(e) = crate::metrics::watch::check_root(&args.path) {
-        return super::fail(e);
+        return say::fail(e);
     }
     let listener = match http::bind(&args.listen) {
         Ok(l) => l,
-        Err(e) => return super::fail(e),
+        Err(e) => return say::fail(e),
     };
     let addr = match listener.local_addr() {
         Ok(a) => a,
-        Err(e) => return super::fail(format!("cannot read the address listened on: {e}")),
+        Err(e) => return say::fail(format!("cannot read the address listened on: {e}")),
     };
     let mut watch = RunWatch::new(
         &args.path,
@@ -87,5 +89,5 @@ pub fn main(args: ServeArgs) -> i32 {
             text
         }),
     );
-    0
+    exit::OK
 }

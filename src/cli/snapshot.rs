@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::EXIT_BAD_INPUT;
+use super::say::{self, fail};
 use crate::snapshot::{At, Detail};
-use crate::{fsout, output, run_replay};
+use crate::{exit, fsout, output, run_replay};
 
 /// The output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -80,11 +80,6 @@ impl SnapshotArgs {
     }
 }
 
-fn fail(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("vramledger: {msg}");
-    EXIT_BAD_INPUT
-}
-
 /// Runs `vramledger snapshot`; returns the exit code.
 pub fn main(args: SnapshotArgs) -> i32 {
     if let Err(e) = fsout::check(&args.output, args.force) {
@@ -98,9 +93,7 @@ pub fn main(args: SnapshotArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    for w in &read.warnings {
-        eprintln!("vramledger: warning: {w}");
-    }
+    say::warnings(&read.warnings);
     let snap = match read.snapshot {
         Ok(s) => s,
         Err(e) => return fail(e),
@@ -112,12 +105,7 @@ pub fn main(args: SnapshotArgs) -> i32 {
         );
     }
     let bytes = match args.format {
-        SnapshotFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&output::snapshot_json::render(&snap))
-                .unwrap_or_default();
-            s.push('\n');
-            s.into_bytes()
-        }
+        SnapshotFormat::Json => say::json(&output::snapshot_json::render(&snap)).into_bytes(),
         SnapshotFormat::MemoryViz => {
             let (bytes, notes) = output::memory_viz::render(&snap);
             for n in notes {
@@ -141,5 +129,5 @@ pub fn main(args: SnapshotArgs) -> i32 {
         output::count(devices, "device", "devices"),
         to
     );
-    0
+    exit::OK
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
+use super::say;
+use crate::exit;
 use crate::metrics::top::{draw, TopState};
 use crate::metrics::watch::{self, RunWatch, WatchOptions};
 
@@ -32,10 +34,10 @@ pub struct TopArgs {
 /// Runs `vramledger top`; returns the exit code.
 pub fn main(args: TopArgs) -> i32 {
     if let Err(e) = watch::check_root(&args.path) {
-        return super::fail(e);
+        return say::fail(e);
     }
     if !std::io::stdout().is_terminal() {
-        return super::fail(
+        return say::fail(
             "top draws on a terminal and stdout is not one; for text use `vramledger metrics RUN` or `vramledger report RUN`",
         );
     }
@@ -43,7 +45,7 @@ pub fn main(args: TopArgs) -> i32 {
         Ok(t) => t,
         Err(e) => {
             ratatui::restore();
-            return super::fail(format!("cannot set up the terminal: {e}"));
+            return say::fail(format!("cannot set up the terminal: {e}"));
         }
     };
     let mut w = RunWatch::new(
@@ -95,7 +97,7 @@ pub fn main(args: TopArgs) -> i32 {
     };
     ratatui::restore();
     match result {
-        Ok(()) => 0,
-        Err(e) => super::fail(e),
+        Ok(()) => exit::OK,
+        Err(e) => say::fail(e),
     }
 }

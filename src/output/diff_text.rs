@@ -61,6 +61,39 @@ fn presence_note(p: Presence) -> &'static str {
 /// The whole diff.
 pub fn render(d: &Diff, units: Units) -> String {
     let mut out = String::new();
+    sides(&mut out, d);
+    // Column widths from what is shown.
+    let dw = d
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, _)| d.device_label(i).chars().count())
+        .max()
+        .unwrap_or(0);
+    let sw = d
+        .stages
+        .iter()
+        .map(|s| Diff::stage_label(&s.stage, s.occurrence).chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(40);
+
+    let cols = Columns { dw, sw };
+    figures(&mut out, d, &cols, units);
+    stages(&mut out, d, &cols, units);
+    devices(&mut out, d, units);
+    modules(&mut out, d, units);
+    out
+}
+
+/// Widths of the device and stage columns, from what is shown.
+struct Columns {
+    dw: usize,
+    sw: usize,
+}
+
+/// The two sides and how their processes were matched.
+fn sides(out: &mut String, d: &Diff) {
     let _ = writeln!(
         out,
         "vramledger diff\n  A: {} ({}, {})\n  B: {} ({}, {})",
@@ -97,23 +130,11 @@ pub fn render(d: &Diff, units: Units) -> String {
             let _ = writeln!(out, "  only in {which}: {}", only.join(", "));
         }
     }
-    // Column widths from what is shown.
-    let dw = d
-        .devices
-        .iter()
-        .enumerate()
-        .map(|(i, _)| d.device_label(i).chars().count())
-        .max()
-        .unwrap_or(0);
-    let sw = d
-        .stages
-        .iter()
-        .map(|s| Diff::stage_label(&s.stage, s.occurrence).chars().count())
-        .max()
-        .unwrap_or(0)
-        .min(40);
+}
 
-    // Owner × stage × device.
+/// Owner × stage × device: every figure that changed, largest change first.
+fn figures(out: &mut String, d: &Diff, cols: &Columns, units: Units) {
+    let Columns { dw, sw } = *cols;
     let changed: Vec<_> = d.figures.iter().filter(|f| f.bytes.change() != 0).collect();
     let _ = writeln!(
         out,
@@ -139,8 +160,11 @@ pub fn render(d: &Diff, units: Units) -> String {
     if unchanged > 0 {
         let _ = writeln!(out, "  ({unchanged} figures unchanged)");
     }
+}
 
-    // Stages: presence, device delta and duration.
+/// Stages: presence, device delta and duration.
+fn stages(out: &mut String, d: &Diff, cols: &Columns, units: Units) {
+    let Columns { dw, sw } = *cols;
     let mut stages: Vec<_> = d
         .stages
         .iter()
@@ -169,8 +193,10 @@ pub fn render(d: &Diff, units: Units) -> String {
             );
         }
     }
+}
 
-    // Live at end, peaks, free memory.
+/// Live at end, peaks, free memory, per device.
+fn devices(out: &mut String, d: &Diff, units: Units) {
     let mut lines = Vec::new();
     for (di, dev) in d.devices.iter().enumerate() {
         let one_sided =
@@ -248,8 +274,10 @@ pub fn render(d: &Diff, units: Units) -> String {
             let _ = writeln!(out, "{l}");
         }
     }
+}
 
-    // Modules.
+/// Modules that appeared, vanished or changed.
+fn modules(out: &mut String, d: &Diff, units: Units) {
     let mut mods = Vec::new();
     for (di, dev) in d.devices.iter().enumerate() {
         for m in &dev.modules {
@@ -282,7 +310,6 @@ pub fn render(d: &Diff, units: Units) -> String {
             let _ = writeln!(out, "{m}");
         }
     }
-    out
 }
 
 fn truncate(s: &str, n: usize) -> String {

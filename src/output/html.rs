@@ -13,39 +13,8 @@ use crate::ledger::{RunBooks, REPORT_OWNERS};
 use crate::output::report_text::Units;
 use crate::timeline::DeviceTimeline;
 
-use super::html_axis::{duration, GIB};
+use super::html_parts::{colour, duration, esc, GIB};
 use super::html_timeline::timeline_svg;
-
-/// The colour of an owner (the same in the timeline, the legend and the table header).
-pub fn colour(o: Owner) -> &'static str {
-    match o {
-        Owner::Context => "#9c755f",
-        Owner::Torch => "#4e79a7",
-        Owner::TorchGraphPool => "#f28e2b",
-        Owner::Nccl => "#59a14f",
-        Owner::Direct => "#e15759",
-        Owner::Vmm => "#b07aa1",
-        Owner::Unattributed => "#bab0ac",
-        Owner::None => "#cccccc",
-    }
-}
-
-/// Escapes text for HTML content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn amount(v: i64, units: Units) -> String {
     match units {
@@ -116,6 +85,13 @@ fn device_section(
             &format!("{who} device {}: memory held by owner over time", d.device),
         ));
     }
+    stage_table(out, d, units);
+    device_notes(out, d, units);
+    out.push_str("</div>\n");
+}
+
+/// The stage × owner table of one device, with its live-at-end row.
+fn stage_table(out: &mut String, d: &DeviceBooks, units: Units) {
     let u = unit_name(units);
     let _ = write!(
         out,
@@ -173,6 +149,11 @@ fn device_section(
         cell(out, live.get(o), units);
     }
     let _ = writeln!(out, "<td></td><td></td></tr></tbody></table></div>");
+}
+
+/// Under the table: the reconciliation line, the peaks and the top modules.
+fn device_notes(out: &mut String, d: &DeviceBooks, units: Units) {
+    let u = unit_name(units);
     let (class, word) = if d.balanced() {
         ("ok", "balanced")
     } else {
@@ -231,7 +212,6 @@ fn device_section(
             mods.join("; ")
         );
     }
-    out.push_str("</div>\n");
 }
 
 fn process_section(

@@ -12,10 +12,9 @@ use std::fmt::Write;
 
 use vramledger_format::Owner;
 
-use super::html::{colour, esc};
+use super::html_labels::{place_labels, Wanted};
+use super::html_parts::{axis_bytes, colour, duration, esc, nice_step, time_label, GIB, MIB};
 use crate::timeline::{DeviceTimeline, STACK};
-
-use super::html_axis::{axis_bytes, duration, nice_step, time_label, GIB, MIB};
 
 /// Layout of a timeline chart (user units of the viewBox).
 const WIDTH: f64 = 1200.0;
@@ -23,7 +22,6 @@ const LEFT: f64 = 72.0;
 const RIGHT: f64 = 16.0;
 const PLOT_H: f64 = 250.0;
 const LANE_H: f64 = 15.0;
-const MAX_LANES: usize = 5;
 /// Font sizes; a label's width is estimated from its length (wider than DejaVu Sans or
 /// system-ui draw these names, so that a placed label never runs into the next).
 const LABEL_FONT: f64 = 11.0;
@@ -67,54 +65,6 @@ fn step_area(xs: &[f64], upper: &[f64], lower: &[f64]) -> String {
     d
 }
 
-/// A label wanted at `x` (its band's start), `w` wide, that may move right up to `until`
-/// (where it would leave its band), with a priority (its band's width: long stages first).
-#[derive(Debug, Clone, Copy)]
-struct Wanted {
-    x: f64,
-    w: f64,
-    until: f64,
-    priority: f64,
-}
-
-/// Places labels between `min_x` and `max_x`, the widest bands first: each at its `x`, moved
-/// left when it would end past `max_x`, else moved right within its band past the labels in
-/// its way, in the first lane where it overlaps no label placed before it. Returns
-/// `(left, lane)` per label, `None` when it fits nowhere.
-fn place_labels(wanted: &[Wanted], min_x: f64, max_x: f64) -> Vec<Option<(f64, usize)>> {
-    let mut order: Vec<usize> = (0..wanted.len()).collect();
-    // Widest first; bands within half a unit of each other are equal, and go left to right.
-    let rank = |i: usize| (wanted[i].priority * 2.0).round();
-    order.sort_by(|&a, &b| rank(b).total_cmp(&rank(a)).then(a.cmp(&b)));
-    let mut lanes: Vec<Vec<(f64, f64)>> = vec![Vec::new(); MAX_LANES];
-    let mut out = vec![None; wanted.len()];
-    for i in order {
-        let Wanted { x, w, until, .. } = wanted[i];
-        let left0 = x.min(max_x - w).max(min_x);
-        let last = until.min(max_x - w).max(left0);
-        'lanes: for (lane, placed) in lanes.iter_mut().enumerate() {
-            // Its own place, then just after each label in its way, as far as its band goes.
-            let mut candidates = vec![left0];
-            candidates.extend(
-                placed
-                    .iter()
-                    .map(|&(_, b)| b + 2.0)
-                    .filter(|&c| c > left0 && c <= last),
-            );
-            candidates.sort_by(f64::total_cmp);
-            for left in candidates {
-                let right = left + w;
-                if placed.iter().all(|&(a, b)| right <= a || left >= b) {
-                    placed.push((left, right));
-                    out[i] = Some((left, lane));
-                    break 'lanes;
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Legend items in rows that fit the chart: `(x, row)` per item of `widths`.
 fn legend_rows(widths: &[f64]) -> Vec<(f64, usize)> {
     let mut x = LEFT;
@@ -136,181 +86,25 @@ fn legend_rows(widths: &[f64]) -> Vec<(f64, usize)> {
 /// The stacked timeline of one device as inline SVG (and, when some stage is too short to
 /// label, a line naming it).
 pub fn timeline_svg(tl: &DeviceTimeline, start_free: Option<u64>, title: &str) -> String {
+    let c = Chart::lay_out(tl, start_free);
+    let s = &c.scale;
     let mut svg = String::new();
-    let scale0 = Scale {
-        t0: tl.t0,
-        t1: tl.t1,
-        x0: LEFT,
-        x1: WIDTH - RIGHT,
-        top: 0.0,
-        ymax: 1.0,
-    };
-    let wanted: Vec<Wanted> = tl
-        .bands
-        .iter()
-        .map(|b| {
-            let (xa, xb) = (scale0.x(b.start_t_ns), scale0.x(b.end_t_ns));
-            let w = b.name.chars().count() as f64 * LABEL_CHAR_W + 6.0;
-            Wanted {
-                x: xa + 2.0,
-                w,
-                until: xb - w,
-                priority: xb - xa,
-            }
-        })
-        .collect();
-    let placed = place_labels(&wanted, LEFT, WIDTH - RIGHT);
-    let n_lanes = placed.iter().flatten().map(|p| p.1 + 1).max().unwrap_or(1);
-    let top = 8.0 + n_lanes as f64 * LANE_H + 6.0;
-    // Taken since the start according to the free-memory readings.
-    let taken: Vec<(u64, f64)> = match start_free {
-        Some(s) => tl
-            .free
-            .iter()
-            .map(|r| (r.t_ns, s as f64 - r.free as f64))
-            .collect(),
-        None => Vec::new(),
-    };
-    let max_taken = taken.iter().map(|t| t.1).fold(0.0, f64::max);
-    let ymax_raw = (tl.max_total() as f64).max(max_taken).max(MIB);
-    let base = if ymax_raw >= GIB { GIB } else { MIB };
-    let ystep = nice_step(ymax_raw / 5.0, base);
-    let ymax = (ymax_raw / ystep).ceil() * ystep;
-    let s = Scale {
-        top,
-        ymax,
-        ..scale0
-    };
-    let bottom = top + PLOT_H;
-    // Legend items: the owners drawn, then the free-memory line.
-    let drawn: Vec<(Owner, i64)> = STACK
-        .iter()
-        .map(|&o| {
-            (
-                o,
-                tl.points.iter().map(|p| p.held.get(o)).max().unwrap_or(0),
-            )
-        })
-        .filter(|&(_, peak)| peak > 0)
-        .collect();
-    let mut items: Vec<String> = drawn
-        .iter()
-        .map(|(o, peak)| format!("{} (peak {})", o.name(), axis_bytes(*peak as f64)))
-        .collect();
-    let taken_item = taken.len() >= 2;
-    if taken_item {
-        items.push("taken since start (free-memory readings)".to_string());
-    }
-    let item_w: Vec<f64> = items
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let mark = if taken_item && i == items.len() - 1 {
-                27.0
-            } else {
-                15.0
-            };
-            mark + t.chars().count() as f64 * LEGEND_CHAR_W
-        })
-        .collect();
-    let rows = legend_rows(&item_w);
-    let legend_y = bottom + 44.0;
-    let n_rows = rows.iter().map(|r| r.1 + 1).max().unwrap_or(1);
-    let height = legend_y + (n_rows - 1) as f64 * 18.0 + 16.0;
     let _ = write!(
         svg,
-        "<div class=\"chart\"><svg class=\"timeline\" width=\"{WIDTH}\" height=\"{height:.0}\" viewBox=\"0 0 {WIDTH} {height:.0}\" role=\"img\" aria-label=\"{}\"><title>{}</title>",
+        "<div class=\"chart\"><svg class=\"timeline\" width=\"{WIDTH}\" height=\"{:.0}\" viewBox=\"0 0 {WIDTH} {:.0}\" role=\"img\" aria-label=\"{}\"><title>{}</title>",
+        c.height,
+        c.height,
         esc(title),
         esc(title)
     );
-    // Stage bands, their start lines and their labels.
-    let mut unlabelled = Vec::new();
-    for (i, b) in tl.bands.iter().enumerate() {
-        let (xa, xb) = (s.x(b.start_t_ns), s.x(b.end_t_ns));
-        let fill = if i % 2 == 0 { "#f3f3f3" } else { "#e3e8ef" };
-        let _ = write!(
-            svg,
-            "<rect class=\"band\" x=\"{xa:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{PLOT_H}\" fill=\"{fill}\"><title>{} ({})</title></rect>",
-            (xb - xa).max(0.5),
-            esc(&b.name),
-            duration(b.end_t_ns.saturating_sub(b.start_t_ns))
-        );
-        let Some((left, lane)) = placed[i] else {
-            unlabelled.push(b.name.as_str());
-            let _ = write!(
-                svg,
-                "<line x1=\"{xa:.1}\" y1=\"{top:.1}\" x2=\"{xa:.1}\" y2=\"{bottom:.1}\" stroke=\"#8a8a8a\" stroke-width=\"0.7\" stroke-dasharray=\"2 2\"/>"
-            );
-            continue;
-        };
-        let ly = 8.0 + lane as f64 * LANE_H + 10.0;
-        let _ = write!(
-            svg,
-            "<line x1=\"{xa:.1}\" y1=\"{:.1}\" x2=\"{xa:.1}\" y2=\"{bottom:.1}\" stroke=\"#8a8a8a\" stroke-width=\"0.7\" stroke-dasharray=\"2 2\"/><text class=\"stage\" x=\"{left:.1}\" y=\"{ly:.1}\" font-size=\"{LABEL_FONT}\" fill=\"#333\">{}</text>",
-            ly - 9.0,
-            esc(&b.name)
-        );
-    }
-    // Axes: y in bytes, x in seconds.
-    let mut v = 0.0;
-    while v <= ymax + 1.0 {
-        let y = s.y(v);
-        let _ = write!(
-            svg,
-            "<line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#0000001a\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\" fill=\"#444\">{}</text>",
-            WIDTH - RIGHT,
-            LEFT - 6.0,
-            y + 4.0,
-            axis_bytes(v)
-        );
-        v += ystep;
-    }
-    let dur = (tl.t1 - tl.t0) as f64 / 1e9;
-    let xstep = nice_step((dur / 10.0).max(1e-6), 1.0);
-    let mut t = 0.0;
-    while t <= dur + 1e-9 {
-        let x = s.x(tl.t0 + (t * 1e9) as u64);
-        let label = time_label(t, xstep, dur);
-        let _ = write!(
-            svg,
-            "<line x1=\"{x:.1}\" y1=\"{bottom:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#666\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\" fill=\"#444\">{label}</text>",
-            bottom + 4.0,
-            bottom + 16.0
-        );
-        t += xstep;
-    }
-    // The stacked areas.
-    let pts = &tl.points;
-    if !pts.is_empty() {
-        let mut xs: Vec<f64> = pts.iter().map(|p| s.x(p.t_ns)).collect();
-        xs.push(s.x(tl.t1));
-        let mut lower = vec![0.0f64; pts.len()];
-        for &(o, peak) in &drawn {
-            let upper: Vec<f64> = pts
-                .iter()
-                .zip(&lower)
-                .map(|(p, l)| l + p.held.get(o).max(0) as f64)
-                .collect();
-            let up_y: Vec<f64> = upper.iter().map(|&b| s.y(b)).collect();
-            let lo_y: Vec<f64> = lower.iter().map(|&b| s.y(b)).collect();
-            let _ = write!(
-                svg,
-                "<path class=\"owner\" data-owner=\"{}\" d=\"{}\" fill=\"{}\" fill-opacity=\"0.88\" stroke=\"{}\" stroke-width=\"0.6\"><title>{} (peak {})</title></path>",
-                o.name(),
-                step_area(&xs, &up_y, &lo_y),
-                colour(o),
-                colour(o),
-                o.name(),
-                axis_bytes(peak as f64)
-            );
-            lower = upper;
-        }
-    }
-    // Device memory taken since the start, from the free-memory readings (the gap above the
-    // stack is what no hook saw).
-    if taken_item {
+    let unlabelled = bands(&mut svg, tl, &c);
+    axes(&mut svg, tl, &c);
+    areas(&mut svg, tl, &c);
+    if c.taken_item {
+        // Device memory taken since the start, from the free-memory readings (the gap above the
+        // stack is what no hook saw).
         let mut d = String::new();
-        for (i, (t, b)) in taken.iter().enumerate() {
+        for (i, (t, b)) in c.taken.iter().enumerate() {
             let (x, y) = (s.x(*t), s.y(*b));
             if i == 0 {
                 let _ = write!(d, "M{x:.1} {y:.1}");
@@ -326,18 +120,244 @@ pub fn timeline_svg(tl: &DeviceTimeline, start_free: Option<u64>, title: &str) -
     }
     let _ = write!(
         svg,
-        "<rect x=\"{LEFT}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{PLOT_H}\" fill=\"none\" stroke=\"#999\"/>",
+        "<rect x=\"{LEFT}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{PLOT_H}\" fill=\"none\" stroke=\"#999\"/>",
+        s.top,
         WIDTH - RIGHT - LEFT
     );
-    // Legend, in as many rows as it needs.
+    legend(&mut svg, &c);
+    svg.push_str("</g></svg></div>\n");
+    if !unlabelled.is_empty() {
+        let _ = writeln!(
+            svg,
+            "<p class=\"small\">too short to name on the chart (hover a band, or see the table): {}</p>",
+            esc(&unlabelled.join(", "))
+        );
+    }
+    svg
+}
+
+/// Where everything of one chart goes.
+struct Chart {
+    scale: Scale,
+    /// Each band's label: `(left, lane)`, `None` when it fits nowhere.
+    placed: Vec<Option<(f64, usize)>>,
+    bottom: f64,
+    ystep: f64,
+    /// Taken since the start according to the free-memory readings.
+    taken: Vec<(u64, f64)>,
+    taken_item: bool,
+    /// The owners drawn, with their peaks.
+    drawn: Vec<(Owner, i64)>,
+    /// Legend items and where each goes: `(x, row)`.
+    items: Vec<String>,
+    rows: Vec<(f64, usize)>,
+    legend_y: f64,
+    height: f64,
+}
+
+impl Chart {
+    fn lay_out(tl: &DeviceTimeline, start_free: Option<u64>) -> Chart {
+        let scale0 = Scale {
+            t0: tl.t0,
+            t1: tl.t1,
+            x0: LEFT,
+            x1: WIDTH - RIGHT,
+            top: 0.0,
+            ymax: 1.0,
+        };
+        let wanted: Vec<Wanted> = tl
+            .bands
+            .iter()
+            .map(|b| {
+                let (xa, xb) = (scale0.x(b.start_t_ns), scale0.x(b.end_t_ns));
+                let w = b.name.chars().count() as f64 * LABEL_CHAR_W + 6.0;
+                Wanted {
+                    x: xa + 2.0,
+                    w,
+                    until: xb - w,
+                    priority: xb - xa,
+                }
+            })
+            .collect();
+        let placed = place_labels(&wanted, LEFT, WIDTH - RIGHT);
+        let n_lanes = placed.iter().flatten().map(|p| p.1 + 1).max().unwrap_or(1);
+        let top = 8.0 + n_lanes as f64 * LANE_H + 6.0;
+        let taken: Vec<(u64, f64)> = match start_free {
+            Some(s) => tl
+                .free
+                .iter()
+                .map(|r| (r.t_ns, s as f64 - r.free as f64))
+                .collect(),
+            None => Vec::new(),
+        };
+        let max_taken = taken.iter().map(|t| t.1).fold(0.0, f64::max);
+        let ymax_raw = (tl.max_total() as f64).max(max_taken).max(MIB);
+        let base = if ymax_raw >= GIB { GIB } else { MIB };
+        let ystep = nice_step(ymax_raw / 5.0, base);
+        let ymax = (ymax_raw / ystep).ceil() * ystep;
+        let scale = Scale {
+            top,
+            ymax,
+            ..scale0
+        };
+        let bottom = top + PLOT_H;
+        // Legend items: the owners drawn, then the free-memory line.
+        let drawn: Vec<(Owner, i64)> = STACK
+            .iter()
+            .map(|&o| {
+                (
+                    o,
+                    tl.points.iter().map(|p| p.held.get(o)).max().unwrap_or(0),
+                )
+            })
+            .filter(|&(_, peak)| peak > 0)
+            .collect();
+        let mut items: Vec<String> = drawn
+            .iter()
+            .map(|(o, peak)| format!("{} (peak {})", o.name(), axis_bytes(*peak as f64)))
+            .collect();
+        let taken_item = taken.len() >= 2;
+        if taken_item {
+            items.push("taken since start (free-memory readings)".to_string());
+        }
+        let item_w: Vec<f64> = items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mark = if taken_item && i == items.len() - 1 {
+                    27.0
+                } else {
+                    15.0
+                };
+                mark + t.chars().count() as f64 * LEGEND_CHAR_W
+            })
+            .collect();
+        let rows = legend_rows(&item_w);
+        let legend_y = bottom + 44.0;
+        let n_rows = rows.iter().map(|r| r.1 + 1).max().unwrap_or(1);
+        let height = legend_y + (n_rows - 1) as f64 * 18.0 + 16.0;
+        Chart {
+            scale,
+            placed,
+            bottom,
+            ystep,
+            taken,
+            taken_item,
+            drawn,
+            items,
+            rows,
+            legend_y,
+            height,
+        }
+    }
+}
+
+/// Stage bands, their start lines and their labels; returns the stages left unlabelled.
+fn bands<'t>(svg: &mut String, tl: &'t DeviceTimeline, c: &Chart) -> Vec<&'t str> {
+    let (s, top, bottom) = (&c.scale, c.scale.top, c.bottom);
+    let mut unlabelled = Vec::new();
+    for (i, b) in tl.bands.iter().enumerate() {
+        let (xa, xb) = (s.x(b.start_t_ns), s.x(b.end_t_ns));
+        let fill = if i % 2 == 0 { "#f3f3f3" } else { "#e3e8ef" };
+        let _ = write!(
+            svg,
+            "<rect class=\"band\" x=\"{xa:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{PLOT_H}\" fill=\"{fill}\"><title>{} ({})</title></rect>",
+            (xb - xa).max(0.5),
+            esc(&b.name),
+            duration(b.end_t_ns.saturating_sub(b.start_t_ns))
+        );
+        let Some((left, lane)) = c.placed[i] else {
+            unlabelled.push(b.name.as_str());
+            let _ = write!(
+                svg,
+                "<line x1=\"{xa:.1}\" y1=\"{top:.1}\" x2=\"{xa:.1}\" y2=\"{bottom:.1}\" stroke=\"#8a8a8a\" stroke-width=\"0.7\" stroke-dasharray=\"2 2\"/>"
+            );
+            continue;
+        };
+        let ly = 8.0 + lane as f64 * LANE_H + 10.0;
+        let _ = write!(
+            svg,
+            "<line x1=\"{xa:.1}\" y1=\"{:.1}\" x2=\"{xa:.1}\" y2=\"{bottom:.1}\" stroke=\"#8a8a8a\" stroke-width=\"0.7\" stroke-dasharray=\"2 2\"/><text class=\"stage\" x=\"{left:.1}\" y=\"{ly:.1}\" font-size=\"{LABEL_FONT}\" fill=\"#333\">{}</text>",
+            ly - 9.0,
+            esc(&b.name)
+        );
+    }
+    unlabelled
+}
+
+/// Axes: y in bytes, x in seconds.
+fn axes(svg: &mut String, tl: &DeviceTimeline, c: &Chart) {
+    let (s, bottom) = (&c.scale, c.bottom);
+    let mut v = 0.0;
+    while v <= s.ymax + 1.0 {
+        let y = s.y(v);
+        let _ = write!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#0000001a\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\" fill=\"#444\">{}</text>",
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            axis_bytes(v)
+        );
+        v += c.ystep;
+    }
+    let dur = (tl.t1 - tl.t0) as f64 / 1e9;
+    let xstep = nice_step((dur / 10.0).max(1e-6), 1.0);
+    let mut t = 0.0;
+    while t <= dur + 1e-9 {
+        let x = s.x(tl.t0 + (t * 1e9) as u64);
+        let label = time_label(t, xstep, dur);
+        let _ = write!(
+            svg,
+            "<line x1=\"{x:.1}\" y1=\"{bottom:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#666\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\" fill=\"#444\">{label}</text>",
+            bottom + 4.0,
+            bottom + 16.0
+        );
+        t += xstep;
+    }
+}
+
+/// The stacked areas, one per owner drawn.
+fn areas(svg: &mut String, tl: &DeviceTimeline, c: &Chart) {
+    let (s, pts) = (&c.scale, &tl.points);
+    if pts.is_empty() {
+        return;
+    }
+    let mut xs: Vec<f64> = pts.iter().map(|p| s.x(p.t_ns)).collect();
+    xs.push(s.x(tl.t1));
+    let mut lower = vec![0.0f64; pts.len()];
+    for &(o, peak) in &c.drawn {
+        let upper: Vec<f64> = pts
+            .iter()
+            .zip(&lower)
+            .map(|(p, l)| l + p.held.get(o).max(0) as f64)
+            .collect();
+        let up_y: Vec<f64> = upper.iter().map(|&b| s.y(b)).collect();
+        let lo_y: Vec<f64> = lower.iter().map(|&b| s.y(b)).collect();
+        let _ = write!(
+            svg,
+            "<path class=\"owner\" data-owner=\"{}\" d=\"{}\" fill=\"{}\" fill-opacity=\"0.88\" stroke=\"{}\" stroke-width=\"0.6\"><title>{} (peak {})</title></path>",
+            o.name(),
+            step_area(&xs, &up_y, &lo_y),
+            colour(o),
+            colour(o),
+            o.name(),
+            axis_bytes(peak as f64)
+        );
+        lower = upper;
+    }
+}
+
+/// The legend, in as many rows as it needs (the closing `</g>` is the caller's).
+fn legend(svg: &mut String, c: &Chart) {
     let _ = write!(
         svg,
         "<g class=\"legend\" font-size=\"{LEGEND_FONT}\" fill=\"#222\">"
     );
-    for (i, text) in items.iter().enumerate() {
-        let (x, row) = rows[i];
-        let y = legend_y + row as f64 * 18.0;
-        if let Some((o, _)) = drawn.get(i) {
+    for (i, text) in c.items.iter().enumerate() {
+        let (x, row) = c.rows[i];
+        let y = c.legend_y + row as f64 * 18.0;
+        if let Some((o, _)) = c.drawn.get(i) {
             let _ = write!(
                 svg,
                 "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"11\" height=\"11\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
@@ -358,96 +378,19 @@ pub fn timeline_svg(tl: &DeviceTimeline, start_free: Option<u64>, title: &str) -
             );
         }
     }
-    if drawn.is_empty() {
+    if c.drawn.is_empty() {
         let _ = write!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" fill=\"#777\">no device memory held</text>",
             LEFT + 10.0,
-            top + 20.0
+            c.scale.top + 20.0
         );
     }
-    svg.push_str("</g></svg></div>\n");
-    if !unlabelled.is_empty() {
-        let _ = writeln!(
-            svg,
-            "<p class=\"small\">too short to name on the chart (hover a band, or see the table): {}</p>",
-            esc(&unlabelled.join(", "))
-        );
-    }
-    svg
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(x: f64, w: f64) -> Wanted {
-        Wanted {
-            x,
-            w,
-            until: x,
-            priority: 1.0,
-        }
-    }
-
-    #[test]
-    fn labels_stay_inside_and_apart() {
-        // Two that overlap share no lane; one past the right edge is moved left to end there.
-        let p = place_labels(
-            &[
-                at(0.0, 50.0),
-                at(5.0, 50.0),
-                at(100.0, 20.0),
-                at(190.0, 30.0),
-            ],
-            0.0,
-            200.0,
-        );
-        assert_eq!(
-            p,
-            [
-                Some((0.0, 0)),
-                Some((5.0, 1)),
-                Some((100.0, 0)),
-                Some((170.0, 0))
-            ]
-        );
-        // Moved left onto an earlier one, it takes a free lane.
-        let p = place_labels(&[at(150.0, 40.0), at(195.0, 40.0)], 0.0, 200.0);
-        assert_eq!(p, [Some((150.0, 0)), Some((160.0, 1))]);
-        // More at one place than there are lanes: the rest are not placed...
-        let many = vec![at(10.0, 30.0); MAX_LANES + 2];
-        let p = place_labels(&many, 0.0, 400.0);
-        assert_eq!(p.iter().flatten().count(), MAX_LANES);
-        // ... unless their band lets them move right; the widest band is served first.
-        let mut crowd = vec![at(10.0, 30.0); MAX_LANES];
-        crowd.push(Wanted {
-            x: 10.0,
-            w: 30.0,
-            until: 300.0,
-            priority: 290.0,
-        });
-        let p = place_labels(&crowd, 0.0, 400.0);
-        assert_eq!(p[MAX_LANES], Some((10.0, 0)));
-        // The short ones cannot move (their bands end where they start): one lane fewer.
-        assert_eq!(p[0], Some((10.0, 1)));
-        assert_eq!(p[MAX_LANES - 1], None);
-        // A label whose band goes on moves past the ones in its way, in the first lane.
-        let p = place_labels(
-            &[
-                at(10.0, 30.0),
-                Wanted {
-                    x: 20.0,
-                    w: 30.0,
-                    until: 300.0,
-                    priority: 0.5,
-                },
-            ],
-            0.0,
-            400.0,
-        );
-        assert_eq!(p, [Some((10.0, 0)), Some((42.0, 0))]);
-    }
 
     #[test]
     fn the_legend_wraps_inside_the_chart() {

@@ -1,10 +1,12 @@
 //! Outputs: each turns journals or books into bytes; none touches files.
 
+pub mod check_text;
 pub mod diff_json;
 pub mod diff_text;
 pub mod dump;
 pub mod html;
-pub mod html_axis;
+mod html_labels;
+pub mod html_parts;
 pub mod html_timeline;
 pub mod memory_viz;
 pub mod perfetto;
@@ -14,6 +16,7 @@ pub mod report_json;
 pub mod report_text;
 pub mod size_json;
 pub mod size_text;
+pub mod size_vllm;
 pub mod snapshot_json;
 
 /// `1 process`, `2 processes`: a count and its noun.

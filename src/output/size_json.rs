@@ -7,9 +7,9 @@ use vramledger_engines::sizing::pyfloat::GIB;
 use vramledger_engines::sizing::tokens::SizingResult;
 use vramledger_engines::sizing::FailedCheck;
 
-use crate::sizing_cli::inputs::{AfterPool, Sourced};
-use crate::sizing_cli::vllm::VllmReport;
-use crate::sizing_cli::{
+use crate::sizing::inputs::{AfterPool, Sourced};
+use crate::sizing::vllm::VllmReport;
+use crate::sizing::{
     DefaultsReport, ModelSource, PostCaptureEmulation, PostCaptureResize, Recommendation,
     SglangReport, SizeReport, WhatIf,
 };
@@ -371,7 +371,7 @@ pub fn render(report: &SizeReport) -> Value {
         SizeReport::Vllm(r) => {
             let mut v = vllm(r);
             if let Some(run) = &r.run {
-                crate::sizing_cli::vllm::render::json_fields(&mut v, run);
+                super::size_vllm::json_fields(&mut v, run);
             }
             v
         }

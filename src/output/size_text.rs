@@ -6,10 +6,9 @@ use std::fmt::Write;
 
 use vramledger_engines::sizing::pyfloat::GIB;
 
-use crate::sizing_cli::inputs::Sourced;
-use crate::sizing_cli::layouts;
-use crate::sizing_cli::vllm::VllmReport;
-use crate::sizing_cli::{DefaultsReport, SglangReport, SizeReport};
+use crate::sizing::inputs::Sourced;
+use crate::sizing::layouts::verdict;
+use crate::sizing::{DefaultsReport, Recommendation, Runtime, SglangReport, SizeReport, WhatIf};
 
 fn gib(bytes: i64) -> String {
     format!("{:.3} GiB", bytes as f64 / GIB)
@@ -69,7 +68,69 @@ fn defaults_line(out: &mut String, d: &DefaultsReport) {
 }
 
 fn sglang(out: &mut String, r: &SglangReport) {
-    let res = &r.result;
+    sglang_inputs(out, r);
+    sglang_breakdown(out, r);
+    sglang_check(out, r);
+    if let Some(rt) = &r.runtime {
+        runtime(out, rt);
+    }
+    if let Some(p) = &r.post_capture_resize {
+        let _ = writeln!(
+            out,
+            "post-capture resize ({} rules): free after capture {} GiB − headroom {} GiB{} + backed {} B = budget {} B → {} tokens (pre-capture {}), max_running_requests {}",
+            p.layout.release(),
+            p.free_after_capture_gib,
+            p.headroom_gib,
+            if p.eager_decode_gap {
+                format!(" (activation floor: decode graph max_bs {} below the running requests)", p.decode_max_bs)
+            } else {
+                String::new()
+            },
+            p.backed_bytes,
+            p.budget_bytes,
+            p.tokens,
+            p.pre_capture_tokens,
+            p.max_running_requests
+        );
+    }
+    let any_what_if =
+        r.recommendation.is_some() || !r.post_capture.is_empty() || !r.what_ifs.is_empty();
+    if any_what_if {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "what if:");
+    }
+    if let Some(rec) = &r.recommendation {
+        recommendation(out, rec, r.result.profiled_tokens);
+    }
+    for p in &r.post_capture {
+        let head = format!(
+            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {}",
+            p.layout.release(),
+            if p.exact { "" } else { ", printed values" },
+            p.mem_fraction_static.value,
+            p.mem_fraction_static.detail,
+            gib(p.free_after_capture_bytes),
+        );
+        let _ = if p.no_room {
+            writeln!(out, "{head} is not above the headroom {} it keeps: no room, only the {} B already backed would remain ({} tokens), no pool to serve with", gib(p.headroom_bytes), p.backed_bytes, p.tokens)
+        } else {
+            writeln!(out, "{head} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}", gib(p.headroom_bytes), p.backed_bytes, gib(p.budget_bytes), p.budget_tokens, p.tokens, signed(p.token_change), p.pre_capture_tokens, p.max_running_requests)
+        };
+    }
+    for w in &r.what_ifs {
+        what_if(out, w);
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "notes:");
+        for n in &r.notes {
+            let _ = writeln!(out, "  - {n}");
+        }
+    }
+}
+
+/// The layout, the model, the cell and the settings sized with.
+fn sglang_inputs(out: &mut String, r: &SglangReport) {
     let s = &r.settings;
     let _ = writeln!(
         out,
@@ -82,7 +143,7 @@ fn sglang(out: &mut String, r: &SglangReport) {
             "  LAYOUT AMBIGUOUS: the line formats cannot tell these apart, and they size differently:"
         );
         for c in &r.layout_candidates {
-            let _ = writeln!(out, "    {}", layouts::verdict(c));
+            let _ = writeln!(out, "    {}", verdict(c));
         }
         let _ = writeln!(out, "    (--sglang-version settles it)");
     }
@@ -116,6 +177,12 @@ fn sglang(out: &mut String, r: &SglangReport) {
     if let Some(d) = &r.defaults {
         defaults_line(out, d);
     }
+}
+
+/// Baseline, weights, static budget, headroom, the rest for KV, tokens and their tolerance.
+fn sglang_breakdown(out: &mut String, r: &SglangReport) {
+    let res = &r.result;
+    let s = &r.settings;
     let f = r.runner_fraction;
     let exact = r.measured.exact;
     let _ = writeln!(out);
@@ -175,6 +242,11 @@ fn sglang(out: &mut String, r: &SglangReport) {
             r.tolerance_tokens, lo.tokens, hi.tokens, r.measured.pre_err_gib, r.measured.avail_err_gib
         );
     }
+}
+
+/// Held against what the engine reported, and the failure if it does not fit.
+fn sglang_check(out: &mut String, r: &SglangReport) {
+    let res = &r.result;
     let verdict = |ok: Option<bool>| match ok {
         Some(true) => "reproduced",
         Some(false) => "NOT reproduced",
@@ -216,245 +288,116 @@ fn sglang(out: &mut String, r: &SglangReport) {
             }
         }
     }
-    if let Some(rt) = &r.runtime {
-        let a = &rt.after;
-        let _ = writeln!(out);
+}
+
+/// The run-time memory after the KV pool against the headroom kept for it.
+fn runtime(out: &mut String, rt: &Runtime) {
+    let a = &rt.after;
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "run time after the KV pool ({}, {}):",
+        a.rank,
+        if a.exact {
+            "measured"
+        } else {
+            "from printed avail mem"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  free after the pool {}; lowest after it {}: {} taken beyond the pool",
+        gib(a.pool_end_free_bytes),
+        gib(a.low_free_bytes),
+        gib(a.need_bytes)
+    );
+    for st in &a.stages {
+        let owners: Vec<String> = st
+            .owners
+            .iter()
+            .map(|(o, b)| format!("{o} {:.3}", *b as f64 / GIB))
+            .collect();
         let _ = writeln!(
             out,
-            "run time after the KV pool ({}, {}):",
-            a.rank,
-            if a.exact {
-                "measured"
-            } else {
-                "from printed avail mem"
+            "    {:<24} {:>12}  ({})",
+            st.name,
+            gib(st.delta_bytes),
+            owners.join(", ")
+        );
+    }
+    let share = if rt.headroom_bytes > 0 {
+        format!(
+            "{:.1}%",
+            100.0 * a.need_bytes as f64 / rt.headroom_bytes as f64
+        )
+    } else {
+        "all".into()
+    };
+    let _ = writeln!(
+        out,
+        "  headroom kept pre × (1 − f) {}: the run-time need used {share} of it",
+        gib(rt.headroom_bytes)
+    );
+}
+
+/// The recommended `mem_fraction_static` (`profiled_tokens`: the pass's own profiled count).
+fn recommendation(out: &mut String, rec: &Recommendation, profiled_tokens: i64) {
+    match rec.value {
+        Some(v) => {
+            let mut line = format!(
+                "  recommended mem_fraction_static {v}: keeps the need {} + margin {} free; {} tokens ({})",
+                gib(rec.need_bytes),
+                gib(rec.margin_bytes),
+                rec.tokens.unwrap_or(0),
+                signed(rec.token_change.unwrap_or(0))
+            );
+            if let (Some(u), Some(c)) = (rec.uncapped_tokens, rec.uncapped_token_change) {
+                let _ = write!(
+                    line,
+                    "; max_total_tokens caps it, without the cap {u} ({} vs the profiled {})",
+                    signed(c),
+                    profiled_tokens
+                );
             }
-        );
-        let _ = writeln!(
-            out,
-            "  free after the pool {}; lowest after it {}: {} taken beyond the pool",
-            gib(a.pool_end_free_bytes),
-            gib(a.low_free_bytes),
-            gib(a.need_bytes)
-        );
-        for st in &a.stages {
-            let owners: Vec<String> = st
-                .owners
-                .iter()
-                .map(|(o, b)| format!("{o} {:.3}", *b as f64 / GIB))
-                .collect();
+            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "    {}", rec.note);
+        }
+        None => {
             let _ = writeln!(
                 out,
-                "    {:<24} {:>12}  ({})",
-                st.name,
-                gib(st.delta_bytes),
-                owners.join(", ")
+                "  recommended mem_fraction_static: none ({})",
+                rec.note
             );
-        }
-        let share = if rt.headroom_bytes > 0 {
-            format!(
-                "{:.1}%",
-                100.0 * a.need_bytes as f64 / rt.headroom_bytes as f64
-            )
-        } else {
-            "all".into()
-        };
-        let _ = writeln!(
-            out,
-            "  headroom kept pre × (1 − f) {}: the run-time need used {share} of it",
-            gib(rt.headroom_bytes)
-        );
-    }
-    if let Some(p) = &r.post_capture_resize {
-        let _ = writeln!(
-            out,
-            "post-capture resize ({} rules): free after capture {} GiB − headroom {} GiB{} + backed {} B = budget {} B → {} tokens (pre-capture {}), max_running_requests {}",
-            p.layout.release(),
-            p.free_after_capture_gib,
-            p.headroom_gib,
-            if p.eager_decode_gap {
-                format!(" (activation floor: decode graph max_bs {} below the running requests)", p.decode_max_bs)
-            } else {
-                String::new()
-            },
-            p.backed_bytes,
-            p.budget_bytes,
-            p.tokens,
-            p.pre_capture_tokens,
-            p.max_running_requests
-        );
-    }
-    let any_what_if =
-        r.recommendation.is_some() || !r.post_capture.is_empty() || !r.what_ifs.is_empty();
-    if any_what_if {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "what if:");
-    }
-    if let Some(rec) = &r.recommendation {
-        match rec.value {
-            Some(v) => {
-                let mut line = format!(
-                    "  recommended mem_fraction_static {v}: keeps the need {} + margin {} free; {} tokens ({})",
-                    gib(rec.need_bytes),
-                    gib(rec.margin_bytes),
-                    rec.tokens.unwrap_or(0),
-                    signed(rec.token_change.unwrap_or(0))
-                );
-                if let (Some(u), Some(c)) = (rec.uncapped_tokens, rec.uncapped_token_change) {
-                    let _ = write!(
-                        line,
-                        "; max_total_tokens caps it, without the cap {u} ({} vs the profiled {})",
-                        signed(c),
-                        res.profiled_tokens
-                    );
-                }
-                let _ = writeln!(out, "{line}");
-                let _ = writeln!(out, "    {}", rec.note);
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "  recommended mem_fraction_static: none ({})",
-                    rec.note
-                );
-            }
-        }
-    }
-    for p in &r.post_capture {
-        let head = format!(
-            "  post-capture sizing ({} rules{}), f {} ({}): free after capture {}",
-            p.layout.release(),
-            if p.exact { "" } else { ", printed values" },
-            p.mem_fraction_static.value,
-            p.mem_fraction_static.detail,
-            gib(p.free_after_capture_bytes),
-        );
-        let _ = if p.no_room {
-            writeln!(out, "{head} is not above the headroom {} it keeps: no room, only the {} B already backed would remain ({} tokens), no pool to serve with", gib(p.headroom_bytes), p.backed_bytes, p.tokens)
-        } else {
-            writeln!(out, "{head} − headroom {} + backed {} B = budget {} ({} tokens) → {} tokens ({} vs now; capped at the pre-capture {}), max_running_requests {}", gib(p.headroom_bytes), p.backed_bytes, gib(p.budget_bytes), p.budget_tokens, p.tokens, signed(p.token_change), p.pre_capture_tokens, p.max_running_requests)
-        };
-    }
-    for w in &r.what_ifs {
-        let mut line = format!("  {} (f {}):", w.change, w.mem_fraction_static);
-        if let (Some(t), Some(c)) = (w.tokens, w.token_change) {
-            let _ = write!(line, " {t} tokens ({}), cell {} B", signed(c), w.cell_bytes);
-        }
-        if let (Some(t), Some(p)) = (w.tokens, w.profiled_tokens) {
-            if p != t {
-                let _ = write!(line, ", profiled {p}");
-            }
-        }
-        if let Some(m) = w.max_running_requests {
-            let _ = write!(line, ", max_running_requests {m}");
-        }
-        if let Some(u) = &w.unavailable {
-            let _ = write!(line, " not computed: {u}");
-        }
-        if let Some(e) = &w.error {
-            let _ = write!(line, "; DOES NOT FIT: {e}");
-            if let Some(f) = w.smallest_mem_fraction_static {
-                let _ = write!(line, " (smallest fraction that fits: {f})");
-            }
-        }
-        let _ = writeln!(out, "{line}");
-        if let Some(a) = &w.assumption {
-            let _ = writeln!(out, "    assumes: {a}");
-        }
-    }
-    if !r.notes.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "notes:");
-        for n in &r.notes {
-            let _ = writeln!(out, "  - {n}");
         }
     }
 }
 
-fn vllm(out: &mut String, r: &VllmReport) {
-    if let Some(run) = &r.run {
-        return crate::sizing_cli::vllm::render::text(out, r, run);
+/// One what-if row.
+fn what_if(out: &mut String, w: &WhatIf) {
+    let mut line = format!("  {} (f {}):", w.change, w.mem_fraction_static);
+    if let (Some(t), Some(c)) = (w.tokens, w.token_change) {
+        let _ = write!(line, " {t} tokens ({}), cell {} B", signed(c), w.cell_bytes);
     }
-    let res = &r.result;
-    let _ = writeln!(
-        out,
-        "vLLM KV budget, {} worker{} (from {}); startup {} of {}",
-        r.generation,
-        r.version
-            .as_ref()
-            .map(|v| format!(" {v}"))
-            .unwrap_or_default(),
-        r.generation_reason,
-        r.attempt,
-        r.attempts
-    );
-    let _ = writeln!(
-        out,
-        "  block: {} tokens × {} B/token ({} layers, {}-byte KV), tp {}",
-        r.block_size,
-        r.bytes_per_token,
-        r.layers,
-        r.dtype_size,
-        src(&r.tp)
-    );
-    let _ = writeln!(out, "  max_model_len {}", src(&r.max_model_len));
-    if let Some(u) = &r.utilization {
-        let _ = writeln!(out, "  gpu_memory_utilization {}", src(u));
-    }
-    if let Some(t) = r.total_bytes {
-        let _ = writeln!(
-            out,
-            "  total {} × utilization = {} requested; non-KV {}",
-            gib(t as i64),
-            gib(res.requested_bytes as i64),
-            gib(res.non_kv_cache_bytes)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  available for KV {}: {} blocks (in [{}, {}] for ±0.005 GiB) = {} tokens, tolerance ±{} tokens",
-        gib(res.available_kv_cache_bytes as i64),
-        res.num_gpu_blocks,
-        r.blocks_low,
-        r.blocks_high,
-        r.tokens,
-        r.tolerance_tokens
-    );
-    if r.total_bytes.is_some() {
-        let _ = writeln!(out, "  CPU blocks (4 GiB swap): {}", res.num_cpu_blocks);
-    }
-    let _ = writeln!(out, "  max concurrency {:.2}x", res.max_concurrency);
-    if let (Some(b), Some(src)) = (r.observed_blocks, &r.observed_source) {
-        let _ = writeln!(
-            out,
-            "  observed {b} blocks ({src}): {}",
-            if r.reproduced == Some(true) {
-                "reproduced"
-            } else {
-                "NOT reproduced"
-            }
-        );
-    }
-    if let Some(e) = &res.error {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "  DOES NOT FIT: {}", e.message);
-        match e.smallest_working_utilization {
-            Some(u) => {
-                let _ = writeln!(out, "    smallest gpu_memory_utilization that fits: {u}");
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "    smallest gpu_memory_utilization: unknown (or none up to 1.0)"
-                );
-            }
+    if let (Some(t), Some(p)) = (w.tokens, w.profiled_tokens) {
+        if p != t {
+            let _ = write!(line, ", profiled {p}");
         }
     }
-    if !r.notes.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "notes:");
-        for n in &r.notes {
-            let _ = writeln!(out, "  - {n}");
+    if let Some(m) = w.max_running_requests {
+        let _ = write!(line, ", max_running_requests {m}");
+    }
+    if let Some(u) = &w.unavailable {
+        let _ = write!(line, " not computed: {u}");
+    }
+    if let Some(e) = &w.error {
+        let _ = write!(line, "; DOES NOT FIT: {e}");
+        if let Some(f) = w.smallest_mem_fraction_static {
+            let _ = write!(line, " (smallest fraction that fits: {f})");
         }
+    }
+    let _ = writeln!(out, "{line}");
+    if let Some(a) = &w.assumption {
+        let _ = writeln!(out, "    assumes: {a}");
     }
 }
 
@@ -463,7 +406,7 @@ pub fn render(report: &SizeReport) -> String {
     let mut out = String::new();
     match report {
         SizeReport::Sglang(r) => sglang(&mut out, r),
-        SizeReport::Vllm(r) => vllm(&mut out, r),
+        SizeReport::Vllm(r) => super::size_vllm::text(&mut out, r),
         SizeReport::DefaultsOnly(o) => {
             let (layout, defaults, cell_bytes, model) =
                 (&o.layout, &o.defaults, &o.cell_bytes, &o.model);

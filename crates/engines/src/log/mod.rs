@@ -34,11 +34,14 @@ mod filter;
 mod numbers;
 mod prefix;
 pub mod rules;
+pub mod server_args;
 pub mod settings;
 mod sglang;
 mod sglang_capture;
+pub mod sglang_layout;
 mod tracker;
 mod vllm;
+pub mod vllm_startups;
 mod vocab;
 
 pub use filter::{anchors, may_match};

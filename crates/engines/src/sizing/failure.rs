@@ -8,43 +8,14 @@
 
 use super::hybrid::MambaInput;
 use super::layout::Layout;
-use super::pyfloat::{py_ceil, py_fixed, py_int, py_repr, GIB};
-use super::tokens::{run, SizingInput, SizingResult};
-
-/// Which startup check failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailedCheck {
-    /// L4a/L4 `_profile_available_bytes`: `rest_memory <= 0` (ValueError).
-    RestNotPositive,
-    /// `max_total_num_tokens <= 0` ("Not enough memory", RuntimeError).
-    TokensNotPositive,
-    /// Mamba hybrids: no state-cache slot fits (`max_mamba_cache_size <= 0`).
-    MambaCacheEmpty,
-    /// 0.5.23 hybrid SWA: the SWA pool cannot hold `sliding_window + page_size` tokens.
-    SwaPoolTooSmall,
-}
-
-/// A startup failure SGLang would raise, with the way out.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SizingError {
-    pub check: FailedCheck,
-    /// The exception text SGLang prints. For the Mamba check only its opening and numbers are
-    /// reproduced (the number formats and the "Try: …" advice were not transcribed).
-    pub message: String,
-    /// The inequality with the numbers in it.
-    pub inequality: String,
-    /// `1 − (available − mm) / pre`: the continuous bound for `rest > 0`.
-    pub minimum_fraction: f64,
-    /// The smallest three-decimal `mem_fraction_static` with which the same inputs size without
-    /// error; `None` when even 1.0 fails (weights leave no room for one page of KV).
-    pub smallest_working_fraction: Option<f64>,
-}
+use super::pyfloat::{py_ceil, py_fixed, py_repr};
+use super::tokens_input::{FailedCheck, SizingError, SizingInput, SizingResult};
 
 fn minimum_fraction(input: &SizingInput) -> f64 {
     1.0 - (input.available_gib - mm_of(input)) / input.pre_gib
 }
 
-fn mm_of(input: &SizingInput) -> f64 {
+pub(super) fn mm_of(input: &SizingInput) -> f64 {
     if input.layout >= Layout::V0_5_18 {
         input.mm_reservation_gib
     } else {
@@ -155,15 +126,4 @@ pub(super) fn swa_error(input: &SizingInput, f: f64, swa_tokens: i64, window: u6
         py_repr(f)
     );
     error(input, FailedCheck::SwaPoolTooSmall, message, inequality)
-}
-
-/// The smallest `k / 1000` that sizes without error, starting a little below the continuous
-/// bound (one page of KV must fit) and stepping up to 1.0.
-pub(super) fn smallest_working_fraction(input: &SizingInput) -> Option<f64> {
-    let need_gib = (input.page_size * input.cell_bytes.max(1)) as f64 / GIB;
-    let bound = 1.0 - (input.available_gib - mm_of(input) - need_gib) / input.pre_gib;
-    let start = py_int((bound * 1000.0).floor()).clamp(0, 1000) - 1;
-    (start.max(0)..=1000)
-        .map(|k| k as f64 / 1000.0)
-        .find(|f| run(input, *f).error.is_none())
 }

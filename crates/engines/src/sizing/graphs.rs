@@ -17,7 +17,7 @@
 //! architecture lists) are not applied: a logged value covers them. Executed against the wheels
 //! in `scripts/sglang_reference` (every platform, PP 1 to 8, DP attention, speculative).
 
-use super::defaults::{DefaultsInput, Disaggregation, Platform, PrefillGraph};
+use super::defaults_input::{DefaultsInput, Disaggregation, Platform, PrefillGraph};
 use super::layout::Layout;
 
 /// The prefill graphs the defaults price: for 0.5.12 `TcPiecewise` (piecewise on) or

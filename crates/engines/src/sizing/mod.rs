@@ -11,7 +11,9 @@
 //! - [`layout`]: which SGLang code shape a version runs ([`Layout`], `for_version("0.5.7")`).
 //! - [`model`] (with its small [`json`] reader): the geometry KV sizing needs from `config.json`.
 //! - [`cell`]: bytes of KV per token per layout (MHA/GQA, MLA, FP8/FP4/MXFP8, EAGLE draft layers,
-//!   hybrid-SWA per-token sizes) and the sizes the "KV Cache is allocated" line prints.
+//!   hybrid-SWA per-token sizes) and the sizes the "KV Cache is allocated" line prints;
+//!   [`model_cell`]: a model's cell under one configuration (KV dtype, attention TP, the last
+//!   PP stage's layers, the SWA split), with the arithmetic in words.
 //! - [`defaults`]: the default `mem_fraction_static`, `chunked_prefill_size` and decode graph
 //!   `max_bs` from the GPU capacity (MiB), TP/PP/DP, speculative, DeepEP, multimodal settings.
 //! - [`tokens`]: `rest = available − pre × (1 − f) − mm`, the Mamba carve-out ([`hybrid`]), the
@@ -62,17 +64,20 @@
 
 pub mod cell;
 pub mod defaults;
+pub mod defaults_input;
 mod failure;
 pub mod graphs;
 pub mod hybrid;
 pub mod json;
 pub mod layout;
 pub mod model;
+pub mod model_cell;
 pub mod pool;
 pub mod post_capture;
 pub mod pyfloat;
 mod reserve;
 pub mod tokens;
+pub mod tokens_input;
 pub mod vllm;
 pub mod vllm_budget;
 

@@ -7,7 +7,7 @@
 
 use super::layout::Layout;
 use super::pyfloat::{py_floordiv, py_floordiv_int, py_int};
-use super::tokens::SizingInput;
+use super::tokens_input::SizingInput;
 
 pub(super) fn floor_page(tokens: i64, page: i64) -> i64 {
     py_floordiv_int(tokens, page) * page

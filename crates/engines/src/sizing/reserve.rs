@@ -3,7 +3,7 @@
 //! generator, the graph reserve (`reserve_for_graph_mb`) and the pre-capture activation reserve.
 //! `defaults.rs` adds them up in SGLang's order.
 
-use super::defaults::{DefaultsInput, Disaggregation, Platform, PrefillGraph};
+use super::defaults_input::{DefaultsInput, Disaggregation, Platform, PrefillGraph};
 use super::layout::Layout;
 
 /// SGLang's `(chunked_prefill_size, decode max_bs)` capacity tier (L2+); 0.5.5 has two Ascend

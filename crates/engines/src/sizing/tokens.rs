@@ -11,96 +11,22 @@
 //! f 0.88: rest = 63.72 − 78.81 × 0.12 = 54.2628 GiB; 54.2628 × 2^30 // 131072 = 444520 tokens
 //! (the log says 444500: the inputs are rounded to 0.01 GiB, ±46 tokens here).
 
-use super::failure::{mamba_error, rest_error, smallest_working_fraction, swa_error, tokens_error};
-pub use super::failure::{FailedCheck, SizingError};
-use super::hybrid::{carve_mamba, MambaInput, SwaInput};
+use super::failure::{mamba_error, mm_of, rest_error, swa_error, tokens_error};
+use super::hybrid::carve_mamba;
 use super::layout::Layout;
 use super::pool::{cap_warning, config_from_budget, estimated_reqs, floor_page};
 use super::pyfloat::{py_floordiv, py_floordiv_int, py_int, to_float32, GIB};
+pub use super::tokens_input::{FailedCheck, SizingError, SizingInput, SizingResult, SpecHeadroom};
 use std::fmt;
 
-/// L1/L2 EAGLE target headroom: the pool grows by
-/// `max_num_reqs * steps * topk + max_num_reqs * draft_tokens + 100` tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpecHeadroom {
-    pub num_steps: u64,
-    pub eagle_topk: u64,
-    pub num_draft_tokens: u64,
-}
-
-/// Everything SGLang's sizing reads. [`SizingInput::new`] fills the neutral values.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SizingInput {
-    pub layout: Layout,
-    /// Bytes per token from `cell::cell_bytes` (ignored for the hybrid-SWA split from L3).
-    pub cell_bytes: u64,
-    /// The fraction the model runner uses (for L1 see `defaults::l1_runner_fraction`).
-    pub mem_fraction_static: f64,
-    /// `pre_model_load_memory`: free GiB after distributed init (MIN over TP×PP ranks).
-    pub pre_gib: f64,
-    /// Free GiB after weights (MIN over ranks) when sizing runs.
-    pub available_gib: f64,
-    /// L4a/L4 multimodal reservation in GiB (0 for text models; ignored before 0.5.18).
-    pub mm_reservation_gib: f64,
-    pub page_size: u64,
-    /// `--max-total-tokens`.
-    pub max_total_tokens: Option<i64>,
-    /// L2+: the smallest token count among the other PP stages (SGLang's PP MIN all-reduce).
-    pub pp_min_tokens: Option<i64>,
-    pub context_len: u64,
-    /// `--max-running-requests`.
-    pub max_running_requests: Option<u64>,
-    /// `dp_size` with `--enable-dp-attention`, else 1.
-    pub attn_dp_size: u64,
-    /// L1/L2 EAGLE/STANDALONE target (L1: any algorithm).
-    pub spec_headroom: Option<SpecHeadroom>,
-    /// L2+: hybrid sliding-window pools.
-    pub swa: Option<SwaInput>,
-    /// L2+: Mamba / linear-attention state cache.
-    pub mamba: Option<MambaInput>,
-    /// L4a/L4 Mamba with post-capture sizing: slack is at least this many GiB
-    /// (`pre_capture_activation_reserve_mb / 1024`).
-    pub mamba_min_slack_gib: Option<f64>,
-    /// L4: KV-sharding scratch subtracted from the budget (0 normally).
-    pub fixed_overhead_bytes: u64,
-    /// L4a/L4 post-capture: tokens may only shrink below this.
-    pub cap_tokens: Option<i64>,
-    /// L1 releases up to 0.4.6.postN build `ReqToTokenPool(size=max_num_reqs + 1)` (0.4.7 and
-    /// later: `size=max_num_reqs`); see [`super::layout::req_pool_extra_slot`].
-    pub req_pool_extra_slot: bool,
-}
-
-impl SizingInput {
-    /// A plain text model, page size 1, no caps, no PP, no spec, no hybrid layers.
-    pub fn new(
-        layout: Layout,
-        cell_bytes: u64,
-        mem_fraction_static: f64,
-        pre_gib: f64,
-        available_gib: f64,
-        context_len: u64,
-    ) -> SizingInput {
-        SizingInput {
-            layout,
-            cell_bytes,
-            mem_fraction_static,
-            pre_gib,
-            available_gib,
-            mm_reservation_gib: 0.0,
-            page_size: 1,
-            max_total_tokens: None,
-            pp_min_tokens: None,
-            context_len,
-            max_running_requests: None,
-            attn_dp_size: 1,
-            spec_headroom: None,
-            swa: None,
-            mamba: None,
-            mamba_min_slack_gib: None,
-            fixed_overhead_bytes: 0,
-            cap_tokens: None,
-            req_pool_extra_slot: false,
-        }
+/// 0.5.18+ `mm_runtime_reservation_gb`: a multimodal model reserves `SGLANG_VLM_CACHE_SIZE_MB`
+/// (100 MB by default; the feature-transport pool only with cuda_ipc/cuda_vmm transport, unset
+/// = cpu) out of the KV budget. GiB; 0 for text models and older layouts.
+pub fn mm_reservation_gib(layout: Layout, multimodal: bool) -> f64 {
+    if multimodal && layout >= Layout::V0_5_18 {
+        100.0 / 1024.0
+    } else {
+        0.0
     }
 }
 
@@ -126,31 +52,6 @@ impl fmt::Display for SizingInputError {
 }
 
 impl std::error::Error for SizingInputError {}
-
-/// What SGLang would size.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SizingResult {
-    /// `rest_memory` in GiB after slack, multimodal reservation and the Mamba carve-out.
-    pub rest_gib: f64,
-    /// The bytes divided by the cell: `int(rest × 2^30)` (L3+, after the L4 fixed overhead);
-    /// in L1/L2 the same value for reference (they divide the float).
-    pub budget_bytes: i64,
-    /// Tokens from the budget before caps (L1/L2: with EAGLE headroom); what the
-    /// `max_total_tokens=… is larger than the profiled value …` warning prints.
-    pub profiled_tokens: i64,
-    /// `max_total_num_tokens` (the full-attention pool for hybrid SWA).
-    pub tokens: i64,
-    pub swa_tokens: Option<i64>,
-    pub mamba_cache_size: Option<i64>,
-    /// L1/L2: the `ReqToTokenPool` size: `max_num_reqs + 1` up to 0.4.6.postN (its
-    /// `init_memory_pool` builds `ReqToTokenPool(size=max_num_reqs + 1, ...)`), `max_num_reqs`
-    /// from 0.4.7. `TpModelWorker` caps `max_running_requests` at this size.
-    pub req_pool_size: i64,
-    pub max_running_requests: i64,
-    /// SGLang's warning when `--max-total-tokens` exceeds the profiled value.
-    pub cap_warning: Option<String>,
-    pub error: Option<SizingError>,
-}
 
 /// Free GiB as `get_available_gpu_memory(distributed=True)` returns it from per-rank free bytes:
 /// a float32 MIN all-reduce when there are several ranks, then `/ 2^30`.
@@ -361,6 +262,17 @@ pub(super) fn run(input: &SizingInput, f: f64) -> SizingResult {
         r.error = Some(tokens_error(input, f, &r));
     }
     r
+}
+
+/// The smallest `k / 1000` that sizes without error, starting a little below the continuous
+/// bound (one page of KV must fit) and stepping up to 1.0.
+fn smallest_working_fraction(input: &SizingInput) -> Option<f64> {
+    let need_gib = (input.page_size * input.cell_bytes.max(1)) as f64 / GIB;
+    let bound = 1.0 - (input.available_gib - mm_of(input) - need_gib) / input.pre_gib;
+    let start = py_int((bound * 1000.0).floor()).clamp(0, 1000) - 1;
+    (start.max(0)..=1000)
+        .map(|k| k as f64 / 1000.0)
+        .find(|f| run(input, *f).error.is_none())
 }
 
 #[cfg(test)]

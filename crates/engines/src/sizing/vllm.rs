@@ -6,7 +6,50 @@
 //! memory` (weights + profiled activation peak + non-torch growth), unlike SGLang's free-memory
 //! baseline. Sliding-window / hybrid KV groups and `num_gpu_blocks_override` are not modelled.
 
+use super::model::ModelGeometry;
 use super::pyfloat::{py_fixed, py_floordiv, py_floordiv_int, py_int, GIB};
+
+/// The KV spec vLLM builds for a model's attention layers on one rank: MLA keeps one joint
+/// latent (`kv_lora_rank + qk_rope_head_dim`, one "head"), else the KV heads are split over TP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvSpec {
+    pub num_kv_heads: u64,
+    pub head_size: u64,
+    pub mla: bool,
+}
+
+impl KvSpec {
+    /// The spec of `model` at tensor-parallel size `tp`.
+    pub fn of(model: &ModelGeometry, tp: u64) -> KvSpec {
+        match model.mla {
+            Some(d) => KvSpec {
+                num_kv_heads: 1,
+                head_size: d.kv_lora_rank + d.qk_rope_head_dim,
+                mla: true,
+            },
+            None => KvSpec {
+                num_kv_heads: (model.num_key_value_heads / tp.max(1)).max(1),
+                head_size: model.head_dim,
+                mla: false,
+            },
+        }
+    }
+}
+
+/// Bytes per KV element: 1 for an `fp8*` cache; for `auto` (or none given) the model dtype's
+/// (4 for a 32-bit dtype, else 2; `bfloat16` when unknown). `None`: a cache dtype this sizing
+/// does not know.
+pub fn kv_dtype_size(kv_cache_dtype: Option<&str>, model_dtype: Option<&str>) -> Option<u64> {
+    match kv_cache_dtype {
+        Some(d) if d.starts_with("fp8") => Some(1),
+        Some("auto") | None => Some(if model_dtype.unwrap_or("bfloat16").contains("32") {
+            4
+        } else {
+            2
+        }),
+        Some(_) => None,
+    }
+}
 
 /// V0 `CacheEngine.get_cache_block_size`: `dtype_size × layers × block_size × (heads × head_size)
 /// × (2, or 1 for MLA)`. For MLA pass `num_kv_heads = 1`, `head_size = kv_lora_rank + rope`.

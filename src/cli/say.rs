@@ -1,0 +1,73 @@
+//! What every verb says and how: errors and warnings on stderr, one line each, prefixed
+//! `vramledger:`; the answer on stdout, where a closed pipe is not an error.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use crate::exit;
+use crate::journal::{self, Journal, Loaded};
+
+/// Says `msg` on stderr; returns [`exit::BAD_INPUT`].
+pub fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("vramledger: {msg}");
+    exit::BAD_INPUT
+}
+
+/// Says each warning on stderr.
+pub fn warnings<'w>(warnings: impl IntoIterator<Item = &'w String>) {
+    for w in warnings {
+        eprintln!("vramledger: warning: {w}");
+    }
+}
+
+/// Writes `text` to stdout; a closed pipe is not an error. Returns the exit code.
+pub fn emit(text: &str) -> i32 {
+    match stdout(text) {
+        Ok(()) => exit::OK,
+        Err(e) => fail(format!("cannot write output: {e}")),
+    }
+}
+
+/// Writes `text` to stdout; a closed pipe (the reader has what it wanted) is not an error.
+pub fn stdout(text: &str) -> std::io::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// A JSON document as the verbs print it: pretty, with a final newline.
+pub fn json(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// After an answer printed from partly damaged input (the damage was said above): says what
+/// the answer covers (`covered`); returns [`exit::BAD_INPUT`].
+pub fn partial(covered: &str) -> i32 {
+    fail(format!(
+        "some input was unreadable or corrupt (see above); {covered}"
+    ))
+}
+
+/// What [`journal::load`] read from `path`, file by file in the order the files were found:
+/// each journal, or the message saying why that file could not be read (so that what is said
+/// on stderr follows the files).
+pub fn in_file_order<'l>(path: &Path, loaded: &'l Loaded) -> Vec<Result<&'l Journal, &'l String>> {
+    let by_path: HashMap<&Path, &Journal> = loaded
+        .journals
+        .iter()
+        .map(|j| (j.path.as_path(), j))
+        .collect();
+    let mut unreadable = loaded.unreadable.iter();
+    let files = journal::find(path).unwrap_or_default();
+    files
+        .iter()
+        .filter_map(|f| match by_path.get(f.as_path()) {
+            Some(j) => Some(Ok(*j)),
+            None => unreadable.next().map(Err),
+        })
+        .collect()
+}
