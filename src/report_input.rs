@@ -445,18 +445,18 @@ pub fn load(path: &Path) -> Result<Input, String> {
     let hint = "(give a run folder, a journal, or a report from `vramledger report --json`)";
     let read =
         run_replay::books(path, run_replay::Want::default()).map_err(|e| format!("{e} {hint}"))?;
-    if read.journals.is_empty() {
+    if read.loaded.journals.is_empty() {
         return Err(format!(
             "no readable journal in {}: {} {hint}",
             path.display(),
-            read.unreadable.join("; ")
+            read.loaded.unreadable.join("; ")
         ));
     }
     Ok(Input {
         source,
         kind: "journals",
         run: from_books(&read.books)?,
-        warnings: read.messages().cloned().collect(),
-        damaged: read.damaged(),
+        warnings: read.loaded.messages().cloned().collect(),
+        damaged: read.loaded.damaged(),
     })
 }

@@ -83,26 +83,9 @@ pub struct RunRead {
     pub books: RunBooks,
     /// Per journal path, its devices' timelines (when asked for).
     pub timelines: BTreeMap<String, Vec<DeviceTimeline>>,
-    /// The journals read, without their events, in file order.
-    pub journals: Vec<Journal>,
-    /// Files that could not be read, each a message.
-    pub unreadable: Vec<String>,
-}
-
-impl RunRead {
-    /// Some input was unreadable or damaged (as [`journal::Loaded::damaged`]).
-    pub fn damaged(&self) -> bool {
-        !self.unreadable.is_empty() || self.journals.iter().any(|j| j.corrupt)
-    }
-
-    /// The warnings of every journal, then the unreadable files (as
-    /// [`journal::Loaded::messages`]).
-    pub fn messages(&self) -> impl Iterator<Item = &String> {
-        self.journals
-            .iter()
-            .flat_map(|j| &j.warnings)
-            .chain(&self.unreadable)
-    }
+    /// The journals read (without their events, in file order) and the files that could not
+    /// be read: [`journal::Loaded::damaged`] and [`journal::Loaded::messages`] apply.
+    pub loaded: journal::Loaded,
 }
 
 /// What to read of a run.
@@ -138,7 +121,7 @@ pub fn books(path: &Path, want: Want<'_>) -> Result<RunRead, String> {
         let s = match Stream::open(&f) {
             Ok(s) => s,
             Err(e) => {
-                out.unreadable.push(e.to_string());
+                out.loaded.unreadable.push(e.to_string());
                 continue;
             }
         };
@@ -154,9 +137,10 @@ pub fn books(path: &Path, want: Want<'_>) -> Result<RunRead, String> {
             out.timelines.insert(meta.path.display().to_string(), tl);
         }
         processes.push(books);
-        out.journals.push(meta);
+        out.loaded.journals.push(meta);
     }
     let warnings = out
+        .loaded
         .journals
         .iter()
         .flat_map(|j| j.warnings.iter().cloned())

@@ -21,7 +21,7 @@ pub fn header(pid: u32) -> Header {
     h.push("ppid", "1");
     h.push("run_id", "bench");
     h.push("host", "benchhost");
-    h.push("cmdline", "python3\0-m\0sglang.launch_server\0--tp\01");
+    h.push("cmdline", "python3\0-m\0sglang.launch_server\0--tp\x001");
     h.push("start_unix_ns", "1700000000000000000");
     h.push("start_mono_ns", "1000000");
     h
@@ -55,7 +55,11 @@ impl Gen<'_> {
         // 0.3–1.3 µs apart, and now and then a record stamped a little before the previous
         // one (threads take the clock before their slot).
         self.t += 300 + self.rnd() % 1000;
-        let skew = if self.rnd() % 64 == 0 { 200 } else { 0 };
+        let skew = if self.rnd().is_multiple_of(64) {
+            200
+        } else {
+            0
+        };
         Event {
             kind: kind as u16,
             api: api as u16,
@@ -175,7 +179,7 @@ impl Gen<'_> {
     }
 
     fn host(&mut self) {
-        if self.host.len() > 64 || (!self.host.is_empty() && self.rnd() % 2 == 0) {
+        if self.host.len() > 64 || (!self.host.is_empty() && self.rnd().is_multiple_of(2)) {
             let k = (self.rnd() as usize) % self.host.len();
             let mut e = self.event(Kind::HostFree, Api::cuMemFreeHost);
             e.addr = self.host[k];
@@ -207,7 +211,7 @@ impl Gen<'_> {
             }
             12..=79 => self.host(),
             80..=139 => {
-                if self.handles.len() < 256 && self.rnd() % 2 == 0 {
+                if self.handles.len() < 256 && self.rnd().is_multiple_of(2) {
                     let size = (1 + self.rnd() % 16) * 2 * MIB;
                     self.vmm_create(size, Owner::Torch, 1);
                 } else {
@@ -216,7 +220,7 @@ impl Gen<'_> {
             }
             _ => {
                 let grow = self.blocks.len() < live / 2
-                    || (self.blocks.len() < live && self.rnd() % 2 == 0);
+                    || (self.blocks.len() < live && self.rnd().is_multiple_of(2));
                 if grow {
                     let (owner, module) = owners[(self.rnd() as usize) % owners.len()];
                     let size = (1 + self.rnd() % 32) * 2 * MIB;

@@ -111,10 +111,10 @@ fn load(
         timeline_points: (format == Format::Html).then_some(TIMELINE_POINTS),
     };
     let read = run_replay::books(path, want)?;
-    for e in &read.unreadable {
+    for e in &read.loaded.unreadable {
         eprintln!("vramledger: {e}");
     }
-    let damaged = read.damaged();
+    let damaged = read.loaded.damaged();
     Ok((read, damaged))
 }
 

@@ -11,6 +11,7 @@ use crate::journal::Journal;
 use crate::ledger::pools::PoolKey;
 use crate::ledger::process::{self, DeviceBooks, ProcessBooks, StageRow};
 use crate::ledger::samples::Source;
+use crate::ledger::test_records;
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -29,16 +30,9 @@ impl J {
         j
     }
     fn ev(&mut self, kind: Kind, api: Api) -> &mut Event {
-        let t = (self.events.len() as u64 + 1) * 1_000;
-        self.events.push(Event {
-            kind: kind as u16,
-            api: api as u16,
-            t_ns: t,
-            tid: 1,
-            device: 0,
-            ..Event::default()
-        });
-        self.events.last_mut().unwrap()
+        let e = test_records::push(&mut self.events, kind, api);
+        e.tid = 1;
+        e
     }
     /// A stage record (the shim's own mark; no engine line).
     fn stage(&mut self, name: &str) -> &mut J {

@@ -23,6 +23,8 @@ pub mod rank;
 pub mod records;
 pub mod replay;
 pub mod samples;
+#[cfg(test)]
+mod test_records;
 
 use crate::journal::Journal;
 

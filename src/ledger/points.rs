@@ -36,7 +36,7 @@ impl<F: FnMut(usize, &OwnerBytes)> Observer for Before<F> {
 pub fn owners_before(j: &Journal, device: i32, at: &[usize]) -> Vec<OwnerBytes> {
     let mut out = vec![OwnerBytes::default(); at.len()];
     let ix = Index::scan(j);
-    let mut obs = Before {
+    let obs = Before {
         device,
         f: |i: usize, held: &OwnerBytes| {
             for (k, &a) in at.iter().enumerate() {
@@ -46,8 +46,8 @@ pub fn owners_before(j: &Journal, device: i32, at: &[usize]) -> Vec<OwnerBytes> 
             }
         },
     };
-    replay::run(j, &ix, &mut obs);
-    drop(obs);
+    // The observer (and its borrow of what it fills) ends with the walk.
+    replay::run(j, &ix, &mut { obs });
     out
 }
 
@@ -62,7 +62,7 @@ pub fn lowest_free_from(j: &Journal, device: i32, from: usize) -> Option<(u64, u
         }
     };
     let ix = Index::scan(j);
-    let mut obs = Before {
+    let obs = Before {
         device,
         f: |i: usize, held: &OwnerBytes| {
             let hooked = held.hooked();
@@ -81,7 +81,7 @@ pub fn lowest_free_from(j: &Journal, device: i32, from: usize) -> Option<(u64, u
             }
         },
     };
-    replay::run(j, &ix, &mut obs);
-    drop(obs);
+    // The observer (and its borrow of what it fills) ends with the walk.
+    replay::run(j, &ix, &mut { obs });
     low
 }

@@ -67,13 +67,16 @@ struct Piece {
 
 /// What the pools need beyond the live books: the pool of each graph-pool block (a torch
 /// block is in the default pool), VMM handles and their mappings, and bytes per pool.
+/// Bytes in one pool of one device: (device, pool) → (live, peak, blocks).
+type PoolHeld = ((i32, PoolKey), (i64, i64, u64));
+
 #[derive(Default)]
 struct Pass {
     graph_keys: AddrMap<PoolKey>,
     handles: AddrMap<Piece>,
     maps: BTreeMap<u64, (u64, u64)>,
-    /// (device, pool) → (live, peak, blocks); few keys: a short list.
-    held: Vec<((i32, PoolKey), (i64, i64, u64))>,
+    /// Few keys: a short list.
+    held: Vec<PoolHeld>,
 }
 
 impl Pass {
