@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Helpers of scripts/gpu_engines.sh (runs on the GPU machine; standard library only).
 
-    gpu_engines.py trim JOURNAL OUT          copy the committed part of a journal (no zero tail)
+    gpu_engines.py trim JOURNAL OUT          copy the committed part of a journal (no zero tail;
+                                              format 2: whole blocks)
     gpu_engines.py check --plain P.out --hooked H.out --report R.json --size S.json [--tp N]
                                               the real-engine lane's checks; exit 1 on a failure
     gpu_engines.py summary RESULTS.jsonl...   the A/B: per-arm medians, pair ratios, min/max
@@ -34,10 +35,22 @@ def used_size(data):
     return end
 
 
+BLOCK = 64 * 1024
+
+
+def used_size_v2(data):
+    """Format 2: whole 64 KiB blocks up to the last one holding a nonzero byte. A journal whose
+    process was killed has no final seal and keeps its chunk's zero tail; its last block may be
+    unsealed, which the reader takes (docs/journal.md), but never a block cut in two."""
+    end = len(data.rstrip(b"\0"))
+    return min(len(data), (end + BLOCK - 1) // BLOCK * BLOCK)
+
+
 def trim(src, dst):
     with open(src, "rb") as f:
         data = f.read()
-    n = used_size(data)
+    version = struct.unpack_from("<I", data, 8)[0] if data[:8] == b"VRAMLJNL" else 1
+    n = used_size(data) if version == 1 else used_size_v2(data)
     with open(dst, "wb") as f:
         f.write(data[:n])
     print("%s: %d of %d bytes" % (dst, n, len(data)))

@@ -516,3 +516,46 @@ fn hostile_journals_give_an_exposition_that_parses_and_never_a_panic() {
         );
     }
 }
+
+#[test]
+fn the_current_stage_is_the_reports_even_where_an_api_event_opened_it() {
+    // vLLM prints no line when its CUDA-graph capture starts: the first stream capture opens
+    // `graph_capture` (docs/stages.md). A scrape taken during the capture must say so, as the
+    // report of the same journal does, not the last stage a line opened (`kv_cache`).
+    let dir = scratch("api-stage");
+    let mut s = Synth::new(4343, "runA");
+    s.stage(
+        "kv_cache",
+        Some("GPU KV cache size: 1,000 tokens"),
+        10 * GIB,
+    );
+    s.alloc(0xa000_0000, 2 * GIB, Owner::Torch, 0);
+    s.push(Event {
+        kind: Kind::CaptureBegin as u16,
+        api: Api::cuStreamBeginCapture_v2 as u16,
+        t_ns: 5_000_000,
+        handle: 7,
+        ..Event::default()
+    });
+    s.alloc(0xb000_0000, 64 * MIB, Owner::TorchGraphPool, 0);
+    s.write(&dir.join("runA.testhost.4343.1.vlj"));
+    let report = report_json(&dir);
+    let stages: Vec<&str> = report["processes"][0]["devices"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages.last(), Some(&"graph_capture"), "{stages:?}");
+    let exposition = metrics(&dir, false);
+    let current: Vec<&str> = exposition
+        .lines()
+        .filter(|l| l.starts_with("vramledger_current_stage_info{"))
+        .collect();
+    assert_eq!(current.len(), 1, "{current:?}");
+    assert!(
+        current[0].contains("stage=\"graph_capture\""),
+        "{}",
+        current[0]
+    );
+}
