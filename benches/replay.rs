@@ -1,141 +1,104 @@
-//! Replay speed: a seeded synthetic journal of N events (allocations and frees across owners
-//! and devices, VMM handles, stage boundaries with samples) decoded and replayed into the
-//! books, written in format 1 (88-byte frames, a CRC each) and in format 2 (24-byte compact
-//! records, a CRC per 64 KiB block), as the shim writes it today. Target: ≥ 5 million events
-//! per second on one core.
+//! Replay speed: the synthetic run of `benches/support/run.rs` (N records, 2,000,000 unless
+//! given) in format 1 (a CRC-sealed frame per record) and format 2 (compact records, a CRC
+//! per 64 KiB block, as the shim writes it today), each replayed on one thread two ways:
 //!
-//!     cargo bench --bench replay [-- EVENTS]
+//! - **stream**: as `report` reads a journal (`run_replay`): its index walk, then the books'
+//!   walk, each decoding the records as it goes; no event is held.
+//! - **held**: the journal decoded into memory once (`journal::parse`), then `ledger::build`
+//!   (what `report` did before it streamed; what sizing and the exporters still do).
+//!
+//! Target: ≥ 20 million records per second, decode and books together.
+//!
+//!     cargo bench --bench replay [-- EVENTS] [--once] [--stream]
+//!
+//! `--once` runs a single pass (for `valgrind --tool=callgrind`, whose instruction counts are
+//! stable where wall-clock time on a shared machine is not); `--stream` only the streamed
+//! replay of format 2 (for a profiler).
+
+mod support;
 
 use std::path::Path;
 use std::time::Instant;
 
-use vramledger::{journal, ledger};
-use vramledger_format::frame::{encode_frame, frame_len};
-use vramledger_format::memwriter::MemJournal;
-use vramledger_format::{preamble, Api, Event, Header, Kind, MemKind, Owner};
+use vramledger::{journal, ledger, run_replay};
 
-fn push(out: &mut Vec<u8>, e: &Event) {
-    let p = e.encode();
-    let start = out.len();
-    out.resize(start + frame_len(p.len()), 0);
-    encode_frame(e.kind, &p, &mut out[start..]);
+/// The best of `rounds` timings of `f`, in seconds.
+fn best_of(rounds: usize, mut f: impl FnMut()) -> f64 {
+    (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
-fn events(n: usize, seed: u64) -> Vec<Event> {
-    let mut out = Vec::with_capacity(n);
-    let mut x = seed;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let owners = [
-        Owner::Torch,
-        Owner::TorchGraphPool,
-        Owner::Nccl,
-        Owner::Direct,
-    ];
-    let mut live: Vec<u64> = Vec::new();
-    let mut next_addr = 0x7000_0000_0000u64;
-    let mut stage = 0u32;
-    for i in 0..n {
-        let mut e = Event {
-            t_ns: i as u64 * 1000,
-            tid: 1,
-            device: (rnd() % 2) as i32,
-            stage,
-            ..Event::default()
-        };
-        let r = rnd() % 100;
-        if i % 10_000 == 0 {
-            stage += 1;
-            e.kind = Kind::Stage as u16;
-            e.stage = stage;
-            e.text = format!("stage{stage}");
-        } else if i % 10_000 == 1 {
-            e.kind = Kind::MemInfo as u16;
-            e.api = Api::VramledgerSample as u16;
-            e.arg0 = 80 << 30;
-        } else if r < 50 || live.is_empty() {
-            e.kind = Kind::Alloc as u16;
-            e.api = Api::cuMemAlloc_v2 as u16;
-            e.addr = next_addr;
-            next_addr += 2 << 20;
-            e.size = (rnd() % 64 + 1) << 20;
-            e.owner = owners[(rnd() % 4) as usize] as u8;
-            e.mem = MemKind::Device as u8;
-            e.module = (rnd() % 5) as u32;
-            live.push(e.addr);
-        } else {
-            let k = (rnd() as usize) % live.len();
-            e.kind = Kind::Free as u16;
-            e.api = Api::cuMemFree_v2 as u16;
-            e.addr = live.swap_remove(k);
-        }
-        out.push(e);
-    }
-    out
-}
-
-fn header() -> Header {
-    let mut h = Header::default();
-    h.push("pid", "1");
-    h.push("start_mono_ns", "0");
-    h
-}
-
-fn format1(events: &[Event]) -> Vec<u8> {
-    let mut out = preamble().to_vec();
-    let hp = header().encode();
-    let start = out.len();
-    out.resize(start + frame_len(hp.len()), 0);
-    encode_frame(Kind::Header as u16, &hp, &mut out[start..]);
-    for e in events {
-        push(&mut out, e);
-    }
-    out
-}
-
-fn format2(events: &[Event]) -> Vec<u8> {
-    let mut w = MemJournal::new(&header());
-    for e in events {
-        w.event(e);
-    }
-    w.finish(true)
-}
-
-fn bench(label: &str, bytes: &[u8], n: usize) {
-    let mut best = f64::INFINITY;
-    let (mut best_parse, mut best_books) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..5 {
-        let t = Instant::now();
-        let j = journal::parse(Path::new("bench.vlj"), bytes).expect("synthetic journal");
-        let parsed = t.elapsed().as_secs_f64();
+fn bench(label: &str, bytes: &[u8], n: usize, rounds: usize) {
+    let path = Path::new("bench.vlj");
+    let rate = |secs: f64| n as f64 / secs / 1e6;
+    let stream = best_of(rounds, || {
+        let s = run_replay::Stream::from_bytes(path, bytes.to_vec()).expect("synthetic journal");
+        let (books, _) = run_replay::replay_stream(&s, None);
+        assert!(books.devices[0].balanced());
+    });
+    let decode = best_of(rounds, || {
+        let mut count = 0usize;
+        journal::parse_each(path, bytes, &mut |_| {
+            count += 1;
+            std::ops::ControlFlow::Continue(())
+        })
+        .expect("synthetic journal");
+        assert_eq!(count, n);
+    });
+    let held = best_of(rounds, || {
+        let j = journal::parse(path, bytes).expect("synthetic journal");
         let books = ledger::build(std::slice::from_ref(&j));
-        let secs = t.elapsed().as_secs_f64();
-        best_parse = best_parse.min(parsed);
-        best_books = best_books.min(secs - parsed);
-        assert_eq!(j.events.len(), n);
-        assert!(!books.processes.is_empty());
-        best = best.min(secs);
-    }
+        assert!(books.processes[0].devices[0].balanced());
+    });
     println!(
-        "replay {label}: {n} events ({:.1} MiB, {:.1} bytes an event) in {:.3} s = {:.2} M events/s (best of 5, decode + books)",
+        "replay {label}: {n} records ({:.1} MiB, {:.1} bytes a record), best of {rounds}, one thread",
         bytes.len() as f64 / (1 << 20) as f64,
         bytes.len() as f64 / n as f64,
-        best,
-        n as f64 / best / 1e6
     );
-    println!("replay {label}: of which decode {best_parse:.3} s, books {best_books:.3} s");
+    println!(
+        "  stream (index walk + books walk): {stream:.3} s = {:.2} M records/s",
+        rate(stream)
+    );
+    println!(
+        "  decode alone (one walk):          {decode:.3} s = {:.2} M records/s",
+        rate(decode)
+    );
+    println!(
+        "  held (parse, then ledger::build): {held:.3} s = {:.2} M records/s",
+        rate(held)
+    );
 }
 
 fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args
+        .iter()
         .find_map(|a| a.parse().ok())
         .unwrap_or(2_000_000);
-    let events = events(n, 0x5EED);
-    bench("format 1", &format1(&events), n);
-    bench("format 2", &format2(&events), n);
+    let rounds = if args.iter().any(|a| a == "--once") {
+        1
+    } else {
+        5
+    };
+    if args.iter().any(|a| a == "--stream") {
+        let bytes = support::format2_bytes(n, 0x5EED, 1);
+        let path = Path::new("bench.vlj");
+        let secs = best_of(rounds, || {
+            let s = run_replay::Stream::from_bytes(path, bytes.clone()).expect("synthetic journal");
+            let (books, _) = run_replay::replay_stream(&s, None);
+            assert!(books.devices[0].balanced());
+        });
+        println!(
+            "stream format 2: {secs:.3} s = {:.2} M records/s",
+            n as f64 / secs / 1e6
+        );
+        return;
+    }
+    bench("format 1", &support::format1_bytes(n, 0x5EED), n, rounds);
+    bench("format 2", &support::format2_bytes(n, 0x5EED, 1), n, rounds);
 }

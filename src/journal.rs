@@ -18,6 +18,7 @@ mod follow_blocks;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use vramledger_format::frame::{
@@ -157,9 +158,13 @@ pub struct DeviceIdentity {
 
 /// Reads a journal file.
 pub fn read(path: &Path) -> Result<Journal, ReadError> {
-    let bytes =
-        crate::infile::read(path, crate::infile::Kind::Journal).map_err(ReadError::Input)?;
-    parse(path, &bytes)
+    parse(path, &read_bytes(path)?)
+}
+
+/// The bytes of a journal file, read under the input rules (a regular file, within the
+/// journal size limit).
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    crate::infile::read(path, crate::infile::Kind::Journal).map_err(ReadError::Input)
 }
 
 /// The chunk size of the shim's writer (4 MiB).
@@ -167,6 +172,29 @@ const OLD_WRITER_CHUNK: usize = 4 << 20;
 
 /// Decodes journal bytes.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
+    // Most records are 104 bytes on disk in format 1, 24 in format 2: reserve once instead
+    // of growing.
+    let per = match check_preamble(bytes) {
+        PreambleCheck::Ok(1) => 104,
+        _ => 28,
+    };
+    let mut events = Vec::with_capacity(bytes.len() / per);
+    let mut j = parse_each(path, bytes, &mut |e| {
+        events.push(e);
+        ControlFlow::Continue(())
+    })?;
+    j.events = events;
+    Ok(j)
+}
+
+/// Decodes journal bytes, handing each event to `each` in file order instead of keeping it
+/// (the same events [`parse`] keeps, under the same policy); stops where `each` breaks. The
+/// journal returned holds the header, modules, stage names, warnings and damage, no events.
+pub fn parse_each(
+    path: &Path,
+    bytes: &[u8],
+    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+) -> Result<Journal, ReadError> {
     let mut j = Journal {
         path: path.to_path_buf(),
         ..Journal::default()
@@ -174,7 +202,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     match check_preamble(bytes) {
         PreambleCheck::Ok(1) => {}
         PreambleCheck::Ok(_) => {
-            blocks::parse(path, bytes, &mut j);
+            blocks::parse(path, bytes, &mut j, each);
             return Ok(j);
         }
         // Version 0 was never written: a damaged preamble, not a newer format.
@@ -193,8 +221,6 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     // Earlier writers padded only up to a 4 MiB chunk boundary and left the tail of the
     // straddling reservation as zeros: those zeros right after such a padding are no loss.
     let mut padded_to_chunk = false;
-    // Most records are 104 bytes on disk: reserve once instead of growing.
-    j.events.reserve(bytes.len() / 104);
     while at + 8 <= bytes.len() {
         match decode_frame(&bytes[at..]) {
             Ok((PADDING_KIND, _, used)) => {
@@ -223,7 +249,12 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
                     continue;
                 }
                 match Event::decode(kind, payload) {
-                    Some(e) => j.take(e),
+                    Some(e) => {
+                        let e = j.admit(e);
+                        if each(e).is_break() {
+                            return Ok(j);
+                        }
+                    }
                     None => j.warnings.push(format!(
                         "{}: record at offset {} is too short for its kind",
                         path.display(),
@@ -296,7 +327,14 @@ fn resync(bytes: &[u8], from: usize) -> Option<usize> {
 pub const MAX_DEVICE: i32 = 4095;
 
 impl Journal {
-    pub(crate) fn take(&mut self, mut e: Event) {
+    pub(crate) fn take(&mut self, e: Event) {
+        let e = self.admit(e);
+        self.events.push(e);
+    }
+
+    /// An event as this reader keeps it: an implausible device read as unknown; module and
+    /// stage names noted.
+    pub(crate) fn admit(&mut self, mut e: Event) -> Event {
         if !(-1..=MAX_DEVICE).contains(&e.device) {
             if !self
                 .warnings
@@ -321,7 +359,7 @@ impl Journal {
             }
             _ => {}
         }
-        self.events.push(e);
+        e
     }
 }
 

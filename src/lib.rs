@@ -2,6 +2,7 @@
 //!
 //! - [`journal`]: reads the per-process journals written by `libvramledger.so`;
 //! - [`ledger`]: journals replayed into owner × stage books, balanced against free memory;
+//! - [`run_replay`]: a run folder replayed journal by journal, each decoded as it is walked;
 //! - [`output`]: each output format, a pure function of the books;
 //! - [`snapshot`]: the live allocations at one point in time, and the history up to it;
 //! - [`diff`], [`check`], [`budgets`]: two runs compared, drift and budgets for CI;
@@ -24,6 +25,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod output;
 pub mod report_input;
+pub mod run_replay;
 pub mod size_arg;
 pub mod sizing;
 pub mod snapshot;

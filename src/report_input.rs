@@ -14,7 +14,7 @@ use vramledger_format::Owner;
 
 use crate::ledger::{self, REPORT_OWNERS};
 use crate::output::report_json::SCHEMA;
-use crate::{infile, journal};
+use crate::{infile, run_replay};
 
 /// Bytes per report owner, in [`REPORT_OWNERS`] order.
 pub type Owners = [i64; 7];
@@ -379,22 +379,26 @@ fn read_json_report(path: &Path, bytes: &[u8]) -> Option<Result<Run, String>> {
     })
 }
 
-/// Replays journals into the figures.
-fn from_journals(journals: &[journal::Journal]) -> Result<Run, String> {
-    let books = ledger::build(journals);
-    let v = crate::output::report_json::render(&books);
+/// The figures of a run's books.
+fn from_books(books: &ledger::RunBooks) -> Result<Run, String> {
+    let v = crate::output::report_json::render(books);
     from_report_json(&v)
 }
 
 /// Reads one file: a report, else a journal. Anything else is one message.
 fn load_file(path: &Path, source: String) -> Result<Input, String> {
     let bytes = infile::read(path, infile::Kind::JournalOrReport)?;
-    from_bytes(path, source, &bytes)
+    from_owned_bytes(path, source, bytes)
 }
 
 /// The bytes of one file read as a report, else a journal (`path` names it in messages).
 pub fn from_bytes(path: &Path, source: String, bytes: &[u8]) -> Result<Input, String> {
-    if let Some(report) = read_json_report(path, bytes) {
+    from_owned_bytes(path, source, bytes.to_vec())
+}
+
+/// [`from_bytes`], the bytes given: a journal is replayed as it is decoded.
+fn from_owned_bytes(path: &Path, source: String, bytes: Vec<u8>) -> Result<Input, String> {
+    if let Some(report) = read_json_report(path, &bytes) {
         return Ok(Input {
             source,
             kind: "report",
@@ -415,18 +419,21 @@ pub fn from_bytes(path: &Path, source: String, bytes: &[u8]) -> Result<Input, St
             }
         ));
     }
-    let j = journal::parse(path, bytes).map_err(|e| e.to_string())?;
+    let s = run_replay::Stream::from_bytes(path, bytes).map_err(|e| e.to_string())?;
+    let (books, _) = run_replay::replay_stream(&s, None);
+    let j = s.meta();
+    let books = ledger::build_processes(vec![books], j.warnings.clone());
     Ok(Input {
         source,
         kind: "journals",
-        run: from_journals(std::slice::from_ref(&j))?,
+        run: from_books(&books)?,
         damaged: j.corrupt,
-        warnings: j.warnings,
+        warnings: j.warnings.clone(),
     })
 }
 
 /// Loads a run folder, a journal or a report JSON file. An error is one message for humans.
-/// A folder is read under the journal policy ([`journal::load`]): unreadable or damaged
+/// A folder is read under the journal policy ([`crate::journal::load`]'s, replayed by [`run_replay::books`]): unreadable or damaged
 /// journals are warnings and mark the input damaged (the verb exits 2 after its output).
 pub fn load(path: &Path) -> Result<Input, String> {
     let meta =
@@ -436,19 +443,20 @@ pub fn load(path: &Path) -> Result<Input, String> {
         return load_file(path, source);
     }
     let hint = "(give a run folder, a journal, or a report from `vramledger report --json`)";
-    let loaded = journal::load(path).map_err(|e| format!("{e} {hint}"))?;
-    if loaded.journals.is_empty() {
+    let read =
+        run_replay::books(path, run_replay::Want::default()).map_err(|e| format!("{e} {hint}"))?;
+    if read.loaded.journals.is_empty() {
         return Err(format!(
             "no readable journal in {}: {} {hint}",
             path.display(),
-            loaded.unreadable.join("; ")
+            read.loaded.unreadable.join("; ")
         ));
     }
     Ok(Input {
         source,
         kind: "journals",
-        run: from_journals(&loaded.journals)?,
-        warnings: loaded.messages().cloned().collect(),
-        damaged: loaded.damaged(),
+        run: from_books(&read.books)?,
+        warnings: read.loaded.messages().cloned().collect(),
+        damaged: read.loaded.damaged(),
     })
 }

@@ -10,46 +10,102 @@
 //!   devices;
 //! - [`At::Oom`]: the first failed allocation with `CUDA_ERROR_OUT_OF_MEMORY` (2).
 //!
-//! The replay uses the same physical rules as the ledger ([`LiveBooks`], shared with the shim)
-//! and the same stage spans, so totals agree with `vramledger report` by construction. What
-//! `LiveBooks` does not keep (the stage and time of each allocating record, VMM mapping
-//! ranges, pinned host and reserved address ranges) is mirrored here, keyed by address or
-//! handle. Pure: journals in, data out; no file is touched.
-
-mod model;
-mod points;
-mod replay;
+//! A snapshot is one more book of the ledger's one replay ([`crate::ledger::replay`]): the
+//! same live books (`LiveBooks`, shared with the shim) and the same stage spans, so totals
+//! agree with `vramledger report` by construction. What the live books do not keep (the stage
+//! and time of each allocating record, VMM mapping ranges, pinned host and reserved address
+//! ranges) is kept by [`replay`], keyed by address or handle. Pure: records in, data out; no
+//! file is touched.
 
 use std::collections::BTreeSet;
 
-pub use model::*;
-pub use points::stage_names;
-use points::{capture_windows, plan, spans, stage_spans, Plan};
-use replay::{ProcessBooks, Replay};
-
 use crate::journal::Journal;
-use crate::ledger;
+use crate::ledger::index::Index;
+use crate::ledger::records::Records;
 
-/// Takes a snapshot of every journal at `at`.
+mod capture;
+mod model;
+mod point;
+mod replay;
+
+pub use model::*;
+pub use replay::Detail;
+
+/// Takes a snapshot of every journal at `at`, with its history and timelines.
 pub fn take(journals: &[Journal], at: &At) -> Result<Snapshot, SnapshotError> {
+    take_with(journals, at, Detail::ALL)
+}
+
+/// Takes a snapshot of every journal at `at`, keeping `detail` besides the live allocations.
+pub fn take_with(journals: &[Journal], at: &At, detail: Detail) -> Result<Snapshot, SnapshotError> {
+    let taken = journals
+        .iter()
+        .map(|j| Taken {
+            warnings: j.warnings.clone(),
+            ..take_one(j, &Index::scan(j), at, detail)
+        })
+        .collect();
+    collect(taken, at)
+}
+
+/// One journal's part of a snapshot: its process at the point, or why it is left out.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    pub journal: String,
+    pub pid: u32,
+    pub process: Result<ProcessSnapshot, String>,
+    /// Its stage names, in order.
+    pub stages: Vec<String>,
+    /// The journal's own warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The snapshot of one journal (indexed as `ix`) at `at`.
+pub fn take_one<R: Records>(r: &R, ix: &Index, at: &At, detail: Detail) -> Taken {
+    Taken {
+        journal: r.path().display().to_string(),
+        pid: r
+            .header()
+            .get("pid")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        process: point::take_process(r, ix, at, detail),
+        stages: ix.boundaries.iter().map(|b| b.name.clone()).collect(),
+        // The caller's: the source's reader knows them.
+        warnings: Vec::new(),
+    }
+}
+
+/// The run's snapshot from each journal's part, in journal order.
+pub fn collect(taken: Vec<Taken>, at: &At) -> Result<Snapshot, SnapshotError> {
     let mut processes = Vec::new();
     let mut skipped = Vec::new();
-    for j in journals {
-        match take_process(j, at) {
+    let mut warnings = Vec::new();
+    let mut known = Vec::new();
+    let mut seen = BTreeSet::new();
+    let any = !taken.is_empty();
+    for t in taken {
+        for name in t.stages {
+            if seen.insert(name.clone()) {
+                known.push(name);
+            }
+        }
+        warnings.extend(t.warnings);
+        match t.process {
             Ok(p) => processes.push(p),
             Err(reason) => skipped.push(Skipped {
-                journal: j.path.display().to_string(),
-                pid: j.pid().unwrap_or(0),
+                journal: t.journal,
+                pid: t.pid,
                 reason,
             }),
         }
     }
-    if processes.is_empty() && !journals.is_empty() {
+    if processes.is_empty() && any {
         match at {
             At::Stage(stage) => {
                 return Err(SnapshotError::UnknownStage {
                     stage: stage.clone(),
-                    known: stage_names(journals),
+                    known,
                 })
             }
             At::Oom => return Err(SnapshotError::NoOom),
@@ -70,10 +126,6 @@ pub fn take(journals: &[Journal], at: &At) -> Result<Snapshot, SnapshotError> {
                 b.pid,
             ))
     });
-    let warnings = journals
-        .iter()
-        .flat_map(|j| j.warnings.iter().cloned())
-        .collect();
     Ok(Snapshot {
         at: at.clone(),
         processes,
@@ -82,124 +134,30 @@ pub fn take(journals: &[Journal], at: &At) -> Result<Snapshot, SnapshotError> {
     })
 }
 
-fn take_process(j: &Journal, at: &At) -> Result<ProcessSnapshot, String> {
-    let spans = spans(j);
-    let plan = plan(j, at, &spans)?;
-    let books = ledger::process::replay(j);
-    let Replayed {
-        mut r,
-        mut devices,
-        process_books,
-        oom,
-        last,
-    } = replay_to(j, &spans, &plan);
-    devices.sort_by_key(|d| d.device);
-    // Each device was captured once: move its history (cut at its point) into it.
-    for d in &mut devices {
-        let st = r.devs.entry(d.device).or_default();
-        let cut = r.cuts.get(&d.device).copied().unwrap_or_default();
-        st.history.truncate(cut.history);
-        st.timeline.truncate(cut.timeline);
-        st.readings.truncate(cut.readings);
-        st.failures.truncate(cut.failures);
-        d.history = std::mem::take(&mut st.history);
-        d.timeline = std::mem::take(&mut st.timeline);
-        d.free_readings = std::mem::take(&mut st.readings)
-            .into_iter()
-            .map(|(t_ns, free_bytes, _)| FreeReading { t_ns, free_bytes })
-            .collect();
-        d.failures = std::mem::take(&mut st.failures);
-    }
-    let (host_pinned, managed, peer, reservations) = process_books.unwrap_or_default();
-    let stages = stage_spans(&spans, &r.clock_at, &plan.process);
-    let h = |k: &str| j.header.get(k).unwrap_or("").to_string();
-    let first_t_ns = j.events.first().map_or(0, |e| e.t_ns);
-    Ok(ProcessSnapshot {
-        journal: j.path.display().to_string(),
-        host: h("host"),
-        pid: books.pid,
-        run_id: h("run_id"),
-        rank: books.rank,
-        start_unix_ns: books.start_unix_ns,
-        start_mono_ns: j
-            .header
-            .get("start_mono_ns")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(first_t_ns),
-        first_t_ns,
-        point: plan.process,
-        stages,
-        devices,
-        host_pinned,
-        managed,
-        peer,
-        reservations,
-        oom,
-        captures: capture_windows(j, last),
-    })
-}
-
-/// What the replay captured at the plan's points.
-struct Replayed<'a> {
-    r: Replay<'a>,
-    devices: Vec<DeviceSnapshot>,
-    process_books: Option<ProcessBooks>,
-    oom: Option<Failure>,
-    /// The last record index replayed up to.
-    last: usize,
-}
-
-/// Replays `j` up to the last point of `plan`, capturing the process's books at its point and
-/// each device at its own.
-fn replay_to<'a>(j: &'a Journal, spans: &'a [Span], plan: &Plan) -> Replayed<'a> {
-    let mut r = Replay::new(j, spans);
-    let mut checkpoints: BTreeSet<usize> = BTreeSet::new();
-    checkpoints.insert(plan.process.events);
-    if let Some(devs) = &plan.devices {
-        checkpoints.extend(devs.values().map(|(p, _)| p.events));
-    }
-    let last = checkpoints.last().copied().unwrap_or(0);
-    let mut devices: Vec<DeviceSnapshot> = Vec::new();
-    let mut process_books = None;
-    let mut oom = None;
-    for i in 0..=last {
-        if checkpoints.contains(&i) {
-            if i == plan.process.events {
-                process_books = Some(r.process_books());
-                if let Some(k) = plan.oom_index {
-                    oom = r.failure(&j.events[k], k);
-                }
-                if plan.devices.is_none() {
-                    let seen: Vec<i32> = r.seen.iter().copied().collect();
-                    for d in seen {
-                        devices.push(r.capture(d, plan.process.clone(), None));
-                    }
-                }
-            }
-            if let Some(devs) = &plan.devices {
-                for (&d, (p, bytes)) in devs {
-                    if p.events == i {
-                        devices.push(r.capture(d, p.clone(), Some(*bytes)));
-                    }
-                }
+/// Every stage name of the run, in order of first appearance.
+pub fn stage_names(journals: &[Journal]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for j in journals {
+        for s in spans(j) {
+            if seen.insert(s.name.clone()) {
+                out.push(s.name);
             }
         }
-        if let Some(e) = j.events.get(i) {
-            r.step(i, e);
-        }
     }
-    Replayed {
-        r,
-        devices,
-        process_books,
-        oom,
-        last,
-    }
+    out
+}
+
+/// The stage spans of a journal, by the ledger's rules (`ledger::boundaries`): a span runs from
+/// its boundary (a stage record, or the API event that set it) to the next one.
+fn spans(j: &Journal) -> Vec<crate::ledger::boundaries::StageBoundary> {
+    crate::ledger::boundaries::derive(j)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger;
     use vramledger_format::{Event, Kind, Owner};
 
     fn ev(kind: Kind, text: &str) -> Event {

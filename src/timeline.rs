@@ -1,16 +1,21 @@
 //! Memory over time: one journal replayed into, per device, the bytes each owner held after
-//! every event that changed physical memory, the free-memory readings, and the stages as
+//! every record that changed physical memory, the free-memory readings, and the stages as
 //! time bands. Pure: journal in, timelines out (no I/O).
 //!
-//! The replay is the ledger's (see [`crate::ledger::process`]): [`LiveBooks`] decides what
-//! each event changes physically; a context event adds the bytes NVML measured around the
-//! context's creation to `context`. Long journals are downsampled to at most `max_points`
-//! points per device, keeping in every time bucket the point with the most bytes held (so
-//! peaks survive) and the bucket's last point (so the level carried forward is exact).
+//! An observer of the ledger's replay ([`crate::ledger::replay`]): what each record moves,
+//! and whose, is decided there. Long journals are downsampled to at most `max_points` points
+//! per device as they stream past, keeping in every time bucket the point with the most bytes
+//! held (so peaks survive) and the bucket's last point (so the level carried forward is
+//! exact).
 
-use vramledger_format::{Kind, LiveBooks, MemKind, Owner};
+use std::ops::ControlFlow;
+
+use vramledger_format::{Kind, Owner};
 
 use crate::journal::Journal;
+use crate::ledger::index::Index;
+use crate::ledger::records::Records;
+use crate::ledger::replay::{self, Observer, Rec};
 use crate::ledger::OwnerBytes;
 
 /// The owners a timeline stacks, bottom to top (`unattributed` is never held).
@@ -75,129 +80,229 @@ impl DeviceTimeline {
 
 struct Dev {
     device: i32,
-    held: OwnerBytes,
-    points: Vec<Point>,
-    free: Vec<FreeReading>,
+    points: Downsampler<Point>,
+    free: Downsampler<FreeReading>,
 }
 
-fn dev(devs: &mut Vec<Dev>, device: i32, t0: u64) -> &mut Dev {
-    let i = match devs.iter().position(|d| d.device == device) {
-        Some(i) => i,
-        None => {
-            devs.push(Dev {
-                device,
-                held: OwnerBytes::default(),
-                points: vec![Point {
+/// The timeline observer of one journal.
+pub struct Timeline<'a> {
+    ix: &'a Index,
+    t0: u64,
+    t1: u64,
+    max_points: usize,
+    devs: Vec<Dev>,
+}
+
+fn point_weight(p: &Point) -> i64 {
+    p.total()
+}
+
+/// The lowest free reading weighs most (saturating: a reading may be any u64).
+fn free_weight(r: &FreeReading) -> i64 {
+    (r.free.min(i64::MAX as u64) as i64).wrapping_neg()
+}
+
+impl<'a> Timeline<'a> {
+    /// The time axis runs from the journal's start (header `start_mono_ns`) to its last
+    /// record: a record stamped before the start (a call timed from its entry, before the
+    /// journal opened) is placed at the start, so that it cannot stretch the axis and squeeze
+    /// every stage into its right edge. Without that header field the axis starts at the
+    /// first record.
+    pub fn new<R: Records>(r: &R, ix: &'a Index, max_points: usize) -> Timeline<'a> {
+        let first = ix.min_t.unwrap_or(0);
+        let last = ix.max_t.unwrap_or(first);
+        let start = r
+            .header()
+            .get("start_mono_ns")
+            .and_then(|v| v.parse::<u64>().ok());
+        let t0 = match start {
+            Some(s) if s > first && s <= last => s,
+            _ => first,
+        };
+        Timeline {
+            ix,
+            t0,
+            t1: last.max(t0),
+            max_points,
+            devs: Vec::new(),
+        }
+    }
+
+    fn dev(&mut self, device: i32) -> &mut Dev {
+        let i = match self.devs.iter().position(|d| d.device == device) {
+            Some(i) => i,
+            None => {
+                let (max, t0, t1) = (self.max_points, self.t0, self.t1);
+                let mut points = Downsampler::new(max, t0, t1, |p: &Point| p.t_ns, point_weight);
+                points.push(Point {
                     t_ns: t0,
                     held: OwnerBytes::default(),
-                }],
-                free: Vec::new(),
-            });
-            devs.len() - 1
+                });
+                self.devs.push(Dev {
+                    device,
+                    points,
+                    free: Downsampler::new(max, t0, t1, |r: &FreeReading| r.t_ns, free_weight),
+                });
+                self.devs.len() - 1
+            }
+        };
+        &mut self.devs[i]
+    }
+
+    /// The stages of the journal as bands between `t0` and `t1`, by the ledger's boundaries;
+    /// the first (`startup`) opens at the first event.
+    fn bands(&self) -> Vec<Band> {
+        let (t0, t1) = (self.t0, self.t1);
+        let mut marks: Vec<(&str, u64)> = self
+            .ix
+            .boundaries
+            .iter()
+            .map(|b| (b.name.as_str(), b.t_ns.clamp(t0, t1)))
+            .collect();
+        if let Some((_, t)) = marks.first_mut() {
+            *t = t0;
         }
-    };
-    &mut devs[i]
+        (0..marks.len())
+            .map(|i| Band {
+                name: marks[i].0.to_string(),
+                start_t_ns: marks[i].1,
+                end_t_ns: marks.get(i + 1).map_or(t1, |m| m.1),
+            })
+            .collect()
+    }
+
+    /// One timeline per device, by ordinal.
+    pub fn finish(self) -> Vec<DeviceTimeline> {
+        let bands = self.bands();
+        let (t0, t1) = (self.t0, self.t1);
+        let mut out: Vec<DeviceTimeline> = self
+            .devs
+            .into_iter()
+            .map(|d| DeviceTimeline {
+                device: d.device,
+                t0,
+                t1,
+                points: d.points.finish(),
+                free: d.free.finish(),
+                bands: bands.clone(),
+            })
+            .collect();
+        out.sort_by_key(|d| d.device);
+        out
+    }
 }
 
-/// The stages of a journal as bands between `t0` and `t1`, by the ledger's boundaries
-/// (`ledger::boundaries`); the first (`startup`) opens at the first event.
-fn bands(j: &Journal, t0: u64, t1: u64) -> Vec<Band> {
-    let mut marks: Vec<(String, u64)> = crate::ledger::boundaries::derive(j)
-        .into_iter()
-        .map(|b| (b.name, b.t_ns.clamp(t0, t1)))
-        .collect();
-    if let Some((_, t)) = marks.first_mut() {
-        *t = t0;
+impl Observer for Timeline<'_> {
+    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        let e = r.e;
+        let t = e.t_ns.clamp(self.t0, self.t1);
+        if matches!(r.kind, Some(Kind::MemInfo | Kind::NvmlSample)) && e.device >= 0 {
+            self.dev(e.device).free.push(FreeReading {
+                t_ns: t,
+                free: e.arg0,
+            });
+        }
+        if let (Some(m), Some(held)) = (r.moved.filter(|m| m.bytes != 0), r.held()) {
+            let held = held.by_owner;
+            self.dev(m.device).points.push(Point { t_ns: t, held });
+        }
+        ControlFlow::Continue(())
     }
-    (0..marks.len())
-        .map(|i| Band {
-            name: marks[i].0.clone(),
-            start_t_ns: marks[i].1,
-            end_t_ns: marks.get(i + 1).map_or(t1, |m| m.1),
-        })
-        .collect()
 }
 
 /// Replays a journal into one timeline per device (by ordinal), each downsampled to at most
 /// `max_points` points (and as many free readings).
-///
-/// The time axis runs from the journal's start (header `start_mono_ns`) to its last record: a
-/// record stamped before the start (a call timed from its entry, before the journal opened)
-/// is placed at the start, so that it cannot stretch the axis and squeeze every stage into its
-/// right edge. Without that header field the axis starts at the first record.
 pub fn replay(j: &Journal, max_points: usize) -> Vec<DeviceTimeline> {
-    let first = j
-        .events
-        .iter()
-        .map(|e| e.t_ns)
-        .filter(|&t| t > 0)
-        .min()
-        .unwrap_or(0);
-    let last = j.events.iter().map(|e| e.t_ns).max().unwrap_or(first);
-    let start = j
-        .header
-        .get("start_mono_ns")
-        .and_then(|v| v.parse::<u64>().ok());
-    let t0 = match start {
-        Some(s) if s > first && s <= last => s,
-        _ => first,
-    };
-    let t1 = last.max(t0);
-    let mut books = LiveBooks::new();
-    let mut devs: Vec<Dev> = Vec::new();
-    for e in &j.events {
-        let t = e.t_ns.clamp(t0, t1);
-        match e.kind() {
-            Some(Kind::MemInfo) | Some(Kind::NvmlSample) if e.device >= 0 => {
-                dev(&mut devs, e.device, t0).free.push(FreeReading {
-                    t_ns: t,
-                    free: e.arg0,
-                });
-            }
-            Some(Kind::Context) if e.device >= 0 && e.size > 0 && e.result == 0 => {
-                let d = dev(&mut devs, e.device, t0);
-                d.held.add(Owner::Context, e.size as i64);
-                d.points.push(Point {
-                    t_ns: t,
-                    held: d.held,
-                });
-            }
-            _ => {}
-        }
-        let Some(delta) = books.apply(e) else {
-            continue;
-        };
-        if delta.mem == MemKind::Device && delta.device >= 0 && delta.bytes != 0 {
-            let d = dev(&mut devs, delta.device, t0);
-            d.held.add(delta.owner, delta.bytes);
-            d.points.push(Point {
-                t_ns: t,
-                held: d.held,
-            });
+    let ix = Index::scan(j);
+    let mut tl = Timeline::new(j, &ix, max_points);
+    replay::run(j, &ix, &mut tl);
+    tl.finish()
+}
+
+/// [`downsample`] as items stream past: the same items kept, never more than `max` held
+/// while their count is unknown.
+pub struct Downsampler<T> {
+    max: usize,
+    t0: u64,
+    buckets: usize,
+    span: u128,
+    time: fn(&T) -> u64,
+    weight: fn(&T) -> i64,
+    count: usize,
+    /// Every item, while there are at most `max`.
+    all: Vec<T>,
+    /// The first item, then per finished run of one bucket its heaviest and its last.
+    kept: Vec<T>,
+    /// The open run: bucket, heaviest, last, and whether the heaviest is the last.
+    run: Option<(usize, T, T, bool)>,
+}
+
+impl<T: Copy> Downsampler<T> {
+    pub fn new(max: usize, t0: u64, t1: u64, time: fn(&T) -> u64, weight: fn(&T) -> i64) -> Self {
+        let max = max.max(4);
+        Downsampler {
+            max,
+            t0,
+            buckets: (max - 1) / 2,
+            span: (t1.saturating_sub(t0)).max(1) as u128,
+            time,
+            weight,
+            count: 0,
+            all: Vec::new(),
+            kept: Vec::new(),
+            run: None,
         }
     }
-    let bands = bands(j, t0, t1);
-    let mut out: Vec<DeviceTimeline> = devs
-        .into_iter()
-        .map(|d| DeviceTimeline {
-            device: d.device,
-            t0,
-            t1,
-            points: downsample(&d.points, max_points, t0, t1, |p| p.t_ns, |p| p.total()),
-            free: downsample(
-                &d.free,
-                max_points,
-                t0,
-                t1,
-                |r| r.t_ns,
-                // The lowest free reading weighs most (saturating: a reading may be any u64).
-                |r| (r.free.min(i64::MAX as u64) as i64).wrapping_neg(),
-            ),
-            bands: bands.clone(),
-        })
-        .collect();
-    out.sort_by_key(|d| d.device);
-    out
+
+    fn bucket(&self, t: u64) -> usize {
+        ((t.saturating_sub(self.t0) as u128 * self.buckets as u128) / self.span)
+            .min(self.buckets as u128 - 1) as usize
+    }
+
+    fn close_run(&mut self) {
+        if let Some((_, best, last, best_is_last)) = self.run.take() {
+            self.kept.push(best);
+            if !best_is_last {
+                self.kept.push(last);
+            }
+        }
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.count += 1;
+        if self.count <= self.max {
+            self.all.push(item);
+        } else if !self.all.is_empty() {
+            self.all = Vec::new();
+        }
+        if self.count == 1 {
+            self.kept.push(item);
+            return;
+        }
+        let b = self.bucket((self.time)(&item));
+        match &mut self.run {
+            Some((rb, best, last, best_is_last)) if *rb == b => {
+                *best_is_last = (self.weight)(&item) > (self.weight)(best);
+                if *best_is_last {
+                    *best = item;
+                }
+                *last = item;
+            }
+            _ => {
+                self.close_run();
+                self.run = Some((b, item, item, true));
+            }
+        }
+    }
+
+    /// The items kept, in their order.
+    pub fn finish(mut self) -> Vec<T> {
+        if self.count <= self.max {
+            return self.all;
+        }
+        self.close_run();
+        self.kept
+    }
 }
 
 /// At most `max` items of a time series: per time bucket, the item where `weight` is

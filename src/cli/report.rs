@@ -3,18 +3,17 @@
 //! through [`crate::fsout`] (an existing file is never replaced without `--force`, and nothing
 //! but a regular file ever is; `-o -` is stdout).
 //!
-//! Journals are read under the journal policy ([`crate::journal::load`]): an unreadable or
-//! damaged journal is said on stderr, the report covers the rest, and the exit code is 2.
+//! Journals are read under the journal policy ([`crate::journal::load`]'s, each journal
+//! replayed as it is decoded by [`crate::run_replay`]): an unreadable or damaged journal is
+//! said on stderr, the report covers the rest, and the exit code is 2.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::say;
-use crate::journal::{self, Journal};
 use crate::output::report_text::Units;
-use crate::{exit, fsout, ledger, output, timeline};
+use crate::{exit, fsout, output, run_replay};
 
 /// Points per device in the HTML timeline (the SVG stays small; peaks are kept).
 pub const TIMELINE_POINTS: usize = 2000;
@@ -66,11 +65,11 @@ pub fn main(args: ReportArgs) -> i32 {
 /// The report of `path` (only of run `run_id`'s journals when given) on stdout; returns the
 /// exit code. `vramledger run` prints its report through here.
 pub fn to_stdout(path: &Path, format: Format, units: Units, run_id: Option<&str>) -> i32 {
-    let (journals, damaged) = match load(path, run_id) {
+    let (read, damaged) = match load(path, format, run_id) {
         Ok(x) => x,
         Err(e) => return say::fail(e),
     };
-    let rc = say::emit(&render(&journals, format, units));
+    let rc = say::emit(&render(&read, format, units));
     if rc == exit::OK && damaged {
         return say::partial("the report covers what could be read");
     }
@@ -82,11 +81,11 @@ fn to_file(path: &Path, format: Format, units: Units, out: &Path, force: bool) -
     if let Err(e) = fsout::check(out, force) {
         return say::fail(e);
     }
-    let (journals, damaged) = match load(path, None) {
+    let (read, damaged) = match load(path, format, None) {
         Ok(x) => x,
         Err(e) => return say::fail(e),
     };
-    let text = render(&journals, format, units);
+    let text = render(&read, format, units);
     match fsout::write(out, text.as_bytes(), force) {
         Ok(fsout::Written::File) => eprintln!("vramledger: wrote {}", out.display()),
         Ok(fsout::Written::Stdout) => {}
@@ -98,41 +97,34 @@ fn to_file(path: &Path, format: Format, units: Units, out: &Path, force: bool) -
     exit::OK
 }
 
-/// Every journal under `path` (only those of `run_id` when given) under the journal policy:
-/// unreadable files are said and skipped; the flag says whether any input was damaged.
-fn load(path: &Path, run_id: Option<&str>) -> Result<(Vec<Journal>, bool), String> {
-    let loaded = journal::load(path)?;
-    for e in &loaded.unreadable {
+/// Every journal under `path` (only those of `run_id` when given) replayed one at a time as
+/// it is decoded (no journal's events are held), under the journal policy: unreadable files
+/// are said and skipped; the flag says whether any input was damaged. The HTML page's
+/// timelines are kept in the same replay.
+fn load(
+    path: &Path,
+    format: Format,
+    run_id: Option<&str>,
+) -> Result<(run_replay::RunRead, bool), String> {
+    let want = run_replay::Want {
+        run_id,
+        timeline_points: (format == Format::Html).then_some(TIMELINE_POINTS),
+    };
+    let read = run_replay::books(path, want)?;
+    for e in &read.loaded.unreadable {
         eprintln!("vramledger: {e}");
     }
-    let mut damaged = !loaded.unreadable.is_empty();
-    let mut kept = Vec::new();
-    for j in loaded.journals {
-        if run_id.is_some_and(|id| j.header.get("run_id") != Some(id)) {
-            continue;
-        }
-        damaged |= j.corrupt;
-        kept.push(j);
-    }
-    Ok((kept, damaged))
+    let damaged = read.loaded.damaged();
+    Ok((read, damaged))
 }
 
-/// The books of `journals` in `format` (their warnings said on stderr).
-fn render(journals: &[Journal], format: Format, units: Units) -> String {
-    let books = ledger::build(journals);
+/// The books read in `format` (their warnings said on stderr).
+fn render(read: &run_replay::RunRead, format: Format, units: Units) -> String {
+    let books = &read.books;
     say::warnings(&books.warnings);
     match format {
-        Format::Json => say::json(&output::report_json::render(&books)),
-        Format::Text => output::report_text::render(&books, units),
-        Format::Html => {
-            let timelines: BTreeMap<String, Vec<timeline::DeviceTimeline>> = journals
-                .iter()
-                .map(|j| {
-                    let points = timeline::replay(j, TIMELINE_POINTS);
-                    (j.path.display().to_string(), points)
-                })
-                .collect();
-            output::html::render(&books, &timelines, units)
-        }
+        Format::Json => say::json(&output::report_json::render(books)),
+        Format::Text => output::report_text::render(books, units),
+        Format::Html => output::html::render(books, &read.timelines, units),
     }
 }

@@ -3,14 +3,13 @@
 //! Unlike `report`, a snapshot is all or nothing: an unreadable or corrupt journal is an
 //! error (exit 2) and nothing is written, so a snapshot never silently misses allocations.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
 use super::say::{self, fail};
-use crate::journal::{self, Journal};
-use crate::snapshot::{self, At};
-use crate::{exit, fsout, output};
+use crate::snapshot::{At, Detail};
+use crate::{exit, fsout, output, run_replay};
 
 /// The output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -24,6 +23,14 @@ pub enum SnapshotFormat {
 }
 
 impl SnapshotFormat {
+    /// What the format shows beyond the live allocations (the rest is not kept).
+    fn detail(self) -> Detail {
+        Detail {
+            history: self == SnapshotFormat::MemoryViz,
+            timeline: self == SnapshotFormat::Perfetto,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             SnapshotFormat::Json => "json",
@@ -73,37 +80,21 @@ impl SnapshotArgs {
     }
 }
 
-/// Every journal under `path`; any unreadable or damaged one is an error (the journal
-/// policy: a snapshot claims every live allocation, so it is never taken from damaged input).
-fn load(path: &Path) -> Result<Vec<Journal>, String> {
-    let loaded = journal::load(path)?;
-    if let Some(e) = loaded.unreadable.first() {
-        return Err(format!(
-            "{e}; a snapshot would miss allocations, so none was written"
-        ));
-    }
-    if let Some(j) = loaded.journals.iter().find(|j| j.corrupt) {
-        let why = j.warnings.join("; ");
-        return Err(format!(
-            "{} is corrupt ({why}); a snapshot would miss allocations, so none was written",
-            j.path.display()
-        ));
-    }
-    Ok(loaded.journals)
-}
-
 /// Runs `vramledger snapshot`; returns the exit code.
 pub fn main(args: SnapshotArgs) -> i32 {
     if let Err(e) = fsout::check(&args.output, args.force) {
         return fail(e);
     }
-    let journals = match load(&args.path) {
-        Ok(j) => j,
+    // Every journal under the path, replayed one at a time; any unreadable or damaged one
+    // is an error (the journal policy: a snapshot claims every live allocation, so it is
+    // never taken from damaged input).
+    let at = args.point();
+    let read = match run_replay::snapshot(&args.path, &at, args.format.detail()) {
+        Ok(r) => r,
         Err(e) => return fail(e),
     };
-    say::warnings(journals.iter().flat_map(|j| &j.warnings));
-    let at = args.point();
-    let snap = match snapshot::take(&journals, &at) {
+    say::warnings(&read.warnings);
+    let snap = match read.snapshot {
         Ok(s) => s,
         Err(e) => return fail(e),
     };

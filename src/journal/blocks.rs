@@ -3,16 +3,26 @@
 //! committed record. [`Decoder`] turns records into events (templates, the time base), shared
 //! by the full reader and the follower.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use vramledger_format::compact::{self, Template, MAX_TEMPLATE};
-use vramledger_format::walk::{self, BlockState, BlockView, Item, Step};
+use vramledger_format::walk::{self, BlockState, BlockView, Item};
 use vramledger_format::{Event, Header, Kind};
 
 use super::Journal;
 
 /// A template id more than this far past the highest one defined is damage, not a writer's.
 const MAX_TEMPLATE_JUMP: usize = 1 << 16;
+
+/// Where decoded events go: kept in the journal, or handed on (which may stop the reading).
+pub(crate) type Sink<'s> = dyn FnMut(&mut Journal, Event) -> ControlFlow<()> + 's;
+
+/// The sink that keeps every event in the journal.
+pub(crate) fn keep(j: &mut Journal, e: Event) -> ControlFlow<()> {
+    j.take(e);
+    ControlFlow::Continue(())
+}
 
 /// Records into events: the templates defined so far and the time base of compact records.
 #[derive(Debug, Clone, Default)]
@@ -25,12 +35,26 @@ pub(crate) struct Decoder {
 }
 
 impl Decoder {
-    /// Applies one record to `j` (`base`: the file offset of the bytes walked).
+    /// Applies one record to `j` (`base`: the file offset of the bytes walked), keeping its
+    /// event.
     pub fn item(&mut self, j: &mut Journal, item: Item<'_>, base: usize) {
+        let _ = self.item_to(j, item, base, &mut keep);
+    }
+
+    /// Applies one record to `j`, handing its event (if any) to `sink`.
+    pub fn item_to(
+        &mut self,
+        j: &mut Journal,
+        item: Item<'_>,
+        base: usize,
+        sink: &mut Sink<'_>,
+    ) -> ControlFlow<()> {
         match item {
-            Item::Frame { at, kind, payload } => self.frame(j, base + at, kind, payload),
+            Item::Frame { at, kind, payload } => {
+                return self.frame(j, base + at, kind, payload, sink)
+            }
             Item::Compact { at, fields } => match self.templates.get(fields.template as usize) {
-                Some(Some(t)) => j.take(compact::event(&fields, t, self.base)),
+                Some(Some(t)) => return sink(j, compact::event(&fields, t, self.base)),
                 _ => {
                     self.orphans += 1;
                     if self.orphans == 1 {
@@ -70,9 +94,17 @@ impl Decoder {
             }
             Item::Seal { .. } => {}
         }
+        ControlFlow::Continue(())
     }
 
-    fn frame(&mut self, j: &mut Journal, at: usize, kind: u16, payload: &[u8]) {
+    fn frame(
+        &mut self,
+        j: &mut Journal,
+        at: usize,
+        kind: u16,
+        payload: &[u8],
+        sink: &mut Sink<'_>,
+    ) -> ControlFlow<()> {
         if kind == Kind::Header as u16 {
             match Header::decode(payload) {
                 Some(h) if !self.header_seen => {
@@ -92,7 +124,7 @@ impl Decoder {
                     j.path.display()
                 )),
             }
-            return;
+            return ControlFlow::Continue(());
         }
         if kind == Kind::Template as u16 {
             match Template::decode(payload) {
@@ -114,15 +146,16 @@ impl Decoder {
                     ));
                 }
             }
-            return;
+            return ControlFlow::Continue(());
         }
         match Event::decode(kind, payload) {
-            Some(e) => j.take(e),
+            Some(e) => return sink(j, e),
             None => j.warnings.push(format!(
                 "{}: record at offset {at} is too short for its kind",
                 j.path.display()
             )),
         }
+        ControlFlow::Continue(())
     }
 
     /// What a block's state says, for humans.
@@ -139,15 +172,36 @@ impl Decoder {
     }
 }
 
-/// Decodes a whole journal of format 2 into `j` (preamble already checked).
-pub(crate) fn parse(path: &Path, bytes: &[u8], j: &mut Journal) {
-    // Compact records are 24 bytes for most events: reserve once instead of growing.
-    j.events.reserve(bytes.len() / 28);
+/// Decodes a journal of format 2 into `j` (preamble already checked), handing each event to
+/// `each` (after [`Journal::admit`]); stops where `each` breaks. The blocks are walked as
+/// [`walk::walk`] walks them.
+pub(crate) fn parse(
+    path: &Path,
+    bytes: &[u8],
+    j: &mut Journal,
+    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+) {
     let mut d = Decoder::default();
-    walk::walk(bytes, |step| match step {
-        Step::Block(b) => d.block(j, &b, 0),
-        Step::Item(item) => d.item(j, item, 0),
-    });
+    let mut sink = |j: &mut Journal, e: Event| each(j.admit(e));
+    let mut k = 0;
+    'blocks: while let Some(b) = walk::block(bytes, k) {
+        let (area, skip, last) = (b.data.clone(), b.state == BlockState::Corrupt, b.last);
+        d.block(j, &b, 0);
+        if !skip {
+            for item in walk::Records::new(bytes, area) {
+                if matches!(item, Item::Seal { .. }) {
+                    continue;
+                }
+                if d.item_to(j, item, 0, &mut sink).is_break() {
+                    break 'blocks;
+                }
+            }
+        }
+        if last {
+            break;
+        }
+        k += 1;
+    }
     if !d.header_seen {
         j.corrupt = true;
         j.warnings.push(format!(

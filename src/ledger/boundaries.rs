@@ -67,7 +67,10 @@ pub struct StageBoundary {
     pub name: String,
     /// The first event of the stage (a stage record, or the API event that opened it).
     pub index: usize,
+    /// When the stage starts (for a stage placed by a printed duration, that instant).
     pub t_ns: u64,
+    /// The time of its first record.
+    pub record_t_ns: u64,
     /// The engine or rule line of the stage record, if any.
     pub line: Option<String>,
     pub set_by: SetBy,
@@ -116,6 +119,7 @@ fn record_boundary(i: usize, e: &Event, first: bool) -> StageBoundary {
         name,
         index: i,
         t_ns: e.t_ns,
+        record_t_ns: e.t_ns,
         line,
         set_by,
         detail,
@@ -123,11 +127,13 @@ fn record_boundary(i: usize, e: &Event, first: bool) -> StageBoundary {
     }
 }
 
-fn derived(name: &str, i: usize, t_ns: u64, set_by: SetBy, detail: String) -> StageBoundary {
+fn derived(name: &str, at: (usize, u64, u64), set_by: SetBy, detail: String) -> StageBoundary {
+    let (index, t_ns, record_t_ns) = at;
     StageBoundary {
         name: name.to_string(),
-        index: i,
+        index,
         t_ns,
+        record_t_ns,
         line: None,
         set_by,
         detail,
@@ -135,15 +141,94 @@ fn derived(name: &str, i: usize, t_ns: u64, set_by: SetBy, detail: String) -> St
     }
 }
 
-/// Per-journal scan state.
+/// Records whose time is above every earlier one's since the last [`Rising::clear`], as
+/// varint deltas (2–3 bytes per record: a stage of 10^7 records costs ~30 MB, not 160).
 #[derive(Default)]
-struct Scan {
+struct Rising {
+    bytes: Vec<u8>,
+    first: Option<(usize, u64)>,
+    last: (usize, u64),
+}
+
+impl Rising {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.first = None;
+    }
+
+    fn put(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.bytes.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.bytes.push(v as u8);
+    }
+
+    fn offer(&mut self, i: usize, t: u64) {
+        match self.first {
+            None => self.first = Some((i, t)),
+            Some(_) if t > self.last.1 => {
+                self.put((i - self.last.0) as u64);
+                self.put(t - self.last.1);
+            }
+            Some(_) => return,
+        }
+        self.last = (i, t);
+    }
+
+    /// The first record kept whose time is at or after `target`: index and time.
+    fn first_at_or_after(&self, target: u64) -> Option<(usize, u64)> {
+        let (mut i, mut t) = self.first?;
+        let mut at = 0;
+        let get = |at: &mut usize| {
+            let mut v = 0u64;
+            let mut shift = 0;
+            while let Some(&b) = self.bytes.get(*at) {
+                *at += 1;
+                v |= ((b & 0x7f) as u64) << shift;
+                shift += 7;
+                if b < 0x80 {
+                    break;
+                }
+            }
+            v
+        };
+        while t < target {
+            if at >= self.bytes.len() {
+                return None;
+            }
+            i += get(&mut at) as usize;
+            t += get(&mut at);
+        }
+        Some((i, t))
+    }
+}
+
+/// The boundaries of one journal, derived as its records stream past (one pass, no look
+/// back at records: what a rule needs of earlier records is kept here).
+#[derive(Default)]
+pub struct Scan {
     out: Vec<StageBoundary>,
     /// `out` is only the implicit opening `startup` (no event has set anything yet).
     implicit_opening: bool,
-    /// Index of the last capture end in the current capture stage.
-    last_capture_end: Option<usize>,
+    /// Index of the last capture end in the current capture stage, and the time of the
+    /// record right after it (where `post_capture` would open).
+    last_capture_end: Option<(usize, Option<u64>)>,
+    /// The entry point of that capture end.
+    end_api: Option<Api>,
     open_captures: usize,
+    /// Time of the current boundary's first record.
+    current_t: u64,
+    /// The records of the current stage after its first one whose time is above every
+    /// earlier one's: the first record at or after any instant is among them.
+    rising: Rising,
+    /// Records seen.
+    seen: usize,
+    /// What the current stage lets records do: an NCCL event may open `dist_init` (the
+    /// stage is `startup` and yields to API events); a printed loading time may place
+    /// `weight_load` before it (so its rising times are kept).
+    opens_dist_init: bool,
+    keeps_times: bool,
 }
 
 impl Scan {
@@ -153,7 +238,7 @@ impl Scan {
 
     /// Closes a graph-capture stage that ends at `next` (name, index; `None`: the journal's
     /// end) with `post_capture` right after its last capture end.
-    fn close_capture(&mut self, next: Option<(&str, usize)>, j: &Journal) {
+    fn close_capture(&mut self, next: Option<(&str, usize)>) {
         let cur = self.current();
         if !is_capture_stage(&cur.name) || !cur.set_by.yields_to_api() || self.open_captures > 0 {
             return;
@@ -161,18 +246,20 @@ impl Scan {
         if next.is_some_and(|(n, _)| n == st::POST_CAPTURE || is_capture_stage(n)) {
             return;
         }
-        let Some(end) = self.last_capture_end else {
+        let Some((end, after_t)) = self.last_capture_end else {
             return;
         };
         let at = end + 1;
-        if at >= next.map_or(j.events.len(), |(_, i)| i) {
+        if at >= next.map_or(self.seen, |(_, i)| i) {
             return;
         }
-        let api = j.events[end].api().map_or("?", Api::name);
+        let Some(t) = after_t else {
+            return;
+        };
+        let api = self.end_api.map_or("?", Api::name);
         self.out.push(derived(
             st::POST_CAPTURE,
-            at,
-            j.events[at].t_ns,
+            (at, t, t),
             SetBy::ApiEvent,
             format!("after the last stream capture ended ({api})"),
         ));
@@ -181,8 +268,8 @@ impl Scan {
 
     /// Appends `b` (its index is past every boundary so far, or equal to an opening that holds
     /// no event yet, which it replaces).
-    fn push(&mut self, b: StageBoundary, j: &Journal) {
-        self.close_capture(Some((&b.name, b.index)), j);
+    fn push(&mut self, b: StageBoundary) {
+        self.close_capture(Some((&b.name, b.index)));
         let cur = self.current();
         if b.index < cur.index || (b.index == cur.index && cur.sampled) {
             return;
@@ -194,88 +281,90 @@ impl Scan {
         self.last_capture_end = None;
         self.out.push(b);
     }
-}
 
-/// vLLM's "Model loading took X GiB and T seconds" at record `i` of a stage that is not
-/// `weight_load`: the event where loading began, T seconds earlier (after the current stage's
-/// first event).
-fn load_begin(j: &Journal, s: &Scan, i: usize, line: &str) -> Option<StageBoundary> {
-    let b = log::classify(line)?;
-    if b.engine != log::Engine::Vllm || b.event != ev::LOAD_MODEL_END {
-        return None;
+    /// vLLM's "Model loading took X GiB and T seconds" on a record at `t_ns`, in a stage that
+    /// is not `weight_load`: the record where loading began, T seconds earlier (after the
+    /// current stage's first record).
+    fn load_begin(&self, t_ns: u64, line: &str) -> Option<StageBoundary> {
+        let b = log::classify(line)?;
+        if b.engine != log::Engine::Vllm || b.event != ev::LOAD_MODEL_END {
+            return None;
+        }
+        let took = b.numbers.time_s.filter(|t| t.is_finite() && *t >= 0.0)?;
+        let cur = self.current();
+        if cur.name == st::WEIGHT_LOAD || !cur.set_by.yields_to_api() {
+            return None;
+        }
+        let target = t_ns.saturating_sub((took * 1e9) as u64);
+        // The stage starts at that instant; its first record is the first one at or after it.
+        let (k, t_k) = self.rising.first_at_or_after(target)?;
+        Some(derived(
+            st::WEIGHT_LOAD,
+            (k, target.max(self.current_t), t_k),
+            SetBy::EngineLine,
+            format!(
+                "{took} s before '{}' (the duration it prints; no begin line was recorded)",
+                b.text
+            ),
+        ))
     }
-    let took = b.numbers.time_s.filter(|t| t.is_finite() && *t >= 0.0)?;
-    let cur = s.current();
-    if cur.name == st::WEIGHT_LOAD || !cur.set_by.yields_to_api() {
-        return None;
-    }
-    let target = j.events[i].t_ns.saturating_sub((took * 1e9) as u64);
-    let from = cur.index + 1;
-    // The stage starts at that instant; its first event is the first one at or after it.
-    let k = (from..i).find(|&k| j.events[k].t_ns >= target)?;
-    Some(derived(
-        st::WEIGHT_LOAD,
-        k,
-        target.max(j.events[from - 1].t_ns),
-        SetBy::EngineLine,
-        format!(
-            "{took} s before '{}' (the duration it prints; no begin line was recorded)",
-            b.text
-        ),
-    ))
-}
 
-/// The stage boundaries of `j`, in event order (strictly increasing indexes); the first opens
-/// `startup`.
-pub fn derive(j: &Journal) -> Vec<StageBoundary> {
-    let mut s = Scan::default();
-    for (i, e) in j.events.iter().enumerate() {
-        let kind = e.kind();
+    /// Takes record `i` (records come in journal order, each once).
+    pub fn step(&mut self, i: usize, e: &Event) {
+        self.step_kind(i, e, e.kind());
+    }
+
+    /// [`Scan::step`] for a record whose kind the caller has read.
+    #[inline]
+    pub fn step_kind(&mut self, i: usize, e: &Event, kind: Option<Kind>) {
+        self.seen = i + 1;
+        if let Some((end, after @ None)) = &mut self.last_capture_end {
+            if *end + 1 == i {
+                *after = Some(e.t_ns);
+            }
+        }
+        // Most records (allocations and frees past startup) can set nothing.
+        let may_set = self.out.is_empty()
+            || self.opens_dist_init
+            || matches!(
+                kind,
+                Some(Kind::Stage | Kind::CaptureBegin | Kind::CaptureEnd)
+            );
+        if may_set {
+            self.rules(i, e, kind);
+            let cur = self.current();
+            let yields = cur.set_by.yields_to_api();
+            let (startup, loading, at_i) = (
+                cur.name == st::STARTUP,
+                cur.name == st::WEIGHT_LOAD,
+                cur.index == i,
+            );
+            self.opens_dist_init = yields && startup;
+            self.keeps_times = yields && !loading;
+            // The time index of the current stage: its first record's time, then rising times.
+            if at_i {
+                self.rising.clear();
+                self.current_t = e.t_ns;
+                return;
+            }
+        }
+        if self.keeps_times {
+            self.rising.offer(i, e.t_ns);
+        }
+    }
+
+    fn rules(&mut self, i: usize, e: &Event, kind: Option<Kind>) {
         if kind == Some(Kind::Stage) {
-            let rec = record_boundary(i, e, s.out.is_empty() || s.implicit_opening);
-            if s.out.is_empty() {
-                s.out.push(rec);
-                continue;
-            }
-            if s.implicit_opening && rec.name == s.out[0].name {
-                s.out[0] = rec;
-                s.implicit_opening = false;
-                continue;
-            }
-            let cur = s.current();
-            if cur.set_by == SetBy::EngineLine
-                && rec.set_by == SetBy::EngineLine
-                && rec.name == cur.name
-            {
-                // Another rank's line (its own tracker) entering the stage this process is in.
-                continue;
-            }
-            if cur.set_by == SetBy::ApiEvent && rec.name == cur.name {
-                // The line of a boundary an API event already set: the same boundary.
-                let late_ms = rec.t_ns.saturating_sub(cur.t_ns) as f64 / 1e6;
-                let last = s.out.len() - 1;
-                let b = &mut s.out[last];
-                b.detail = format!(
-                    "{}; the line came {late_ms:.1} ms later: {}",
-                    b.detail, rec.detail
-                );
-                if b.line.is_none() {
-                    b.line = rec.line;
-                }
-                continue;
-            }
-            if let Some(w) = rec.line.as_deref().and_then(|l| load_begin(j, &s, i, l)) {
-                s.push(w, j);
-            }
-            s.push(rec, j);
-            continue;
+            self.stage_record(i, e);
+            return;
         }
-        if s.out.is_empty() {
-            s.out
-                .push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
-            s.implicit_opening = true;
+        if self.out.is_empty() {
+            let at = (0, 0, e.t_ns);
+            self.out
+                .push(derived(st::STARTUP, at, SetBy::Implicit, String::new()));
+            self.implicit_opening = true;
         }
-        let cur = s.current();
+        let cur = self.current();
         let free_to_set = cur.set_by.yields_to_api();
         match kind {
             Some(Kind::CaptureBegin) => {
@@ -286,35 +375,92 @@ pub fn derive(j: &Journal) -> Vec<StageBoundary> {
                 if opens {
                     let api = e.api().map_or("?", Api::name);
                     let why = format!("a stream capture began ({api})");
-                    s.push(
-                        derived(st::GRAPH_CAPTURE, i, e.t_ns, SetBy::ApiEvent, why),
-                        j,
-                    );
+                    let at = (i, e.t_ns, e.t_ns);
+                    self.push(derived(st::GRAPH_CAPTURE, at, SetBy::ApiEvent, why));
                 }
-                s.open_captures += 1;
+                self.open_captures += 1;
             }
             Some(Kind::CaptureEnd) => {
-                s.open_captures = s.open_captures.saturating_sub(1);
-                if is_capture_stage(&s.current().name) {
-                    s.last_capture_end = Some(i);
+                self.open_captures = self.open_captures.saturating_sub(1);
+                if is_capture_stage(&self.current().name) {
+                    self.last_capture_end = Some((i, None));
+                    self.end_api = e.api();
                 }
             }
             _ if free_to_set && cur.name == st::STARTUP => {
                 if let Some(why) = communicator_event(e) {
                     let why = format!("NCCL communicator creation: {why}");
-                    s.push(derived(st::DIST_INIT, i, e.t_ns, SetBy::ApiEvent, why), j);
+                    let at = (i, e.t_ns, e.t_ns);
+                    self.push(derived(st::DIST_INIT, at, SetBy::ApiEvent, why));
                 }
             }
             _ => {}
         }
     }
-    if s.out.is_empty() {
-        s.out
-            .push(derived(st::STARTUP, 0, 0, SetBy::Implicit, String::new()));
-    } else {
-        s.close_capture(None, j);
+
+    fn stage_record(&mut self, i: usize, e: &Event) {
+        let rec = record_boundary(i, e, self.out.is_empty() || self.implicit_opening);
+        if self.out.is_empty() {
+            self.out.push(rec);
+            return;
+        }
+        if self.implicit_opening && rec.name == self.out[0].name {
+            self.out[0] = rec;
+            self.implicit_opening = false;
+            return;
+        }
+        let cur = self.current();
+        if cur.set_by == SetBy::EngineLine
+            && rec.set_by == SetBy::EngineLine
+            && rec.name == cur.name
+        {
+            // Another rank's line (its own tracker) entering the stage this process is in.
+            return;
+        }
+        if cur.set_by == SetBy::ApiEvent && rec.name == cur.name {
+            // The line of a boundary an API event already set: the same boundary.
+            let late_ms = rec.t_ns.saturating_sub(cur.t_ns) as f64 / 1e6;
+            let last = self.out.len() - 1;
+            let b = &mut self.out[last];
+            b.detail = format!(
+                "{}; the line came {late_ms:.1} ms later: {}",
+                b.detail, rec.detail
+            );
+            if b.line.is_none() {
+                b.line = rec.line;
+            }
+            return;
+        }
+        if let Some(w) = rec.line.as_deref().and_then(|l| self.load_begin(e.t_ns, l)) {
+            self.push(w);
+        }
+        self.push(rec);
     }
-    s.out
+
+    /// The boundaries, in event order (strictly increasing indexes); the first opens `startup`.
+    pub fn finish(mut self) -> Vec<StageBoundary> {
+        if self.out.is_empty() {
+            self.out.push(derived(
+                st::STARTUP,
+                (0, 0, 0),
+                SetBy::Implicit,
+                String::new(),
+            ));
+        } else {
+            self.close_capture(None);
+        }
+        self.out
+    }
+}
+
+/// The stage boundaries of `j`, in event order (strictly increasing indexes); the first opens
+/// `startup`.
+pub fn derive(j: &Journal) -> Vec<StageBoundary> {
+    let mut s = Scan::default();
+    for (i, e) in j.events.iter().enumerate() {
+        s.step(i, e);
+    }
+    s.finish()
 }
 
 #[cfg(test)]

@@ -22,15 +22,7 @@ impl J {
         j
     }
     fn ev(&mut self, kind: Kind, api: Api) -> &mut Event {
-        let t = (self.events.len() as u64 + 1) * 1_000;
-        self.events.push(Event {
-            kind: kind as u16,
-            api: api as u16,
-            t_ns: t,
-            device: 0,
-            ..Event::default()
-        });
-        self.events.last_mut().unwrap()
+        crate::ledger::test_records::push(&mut self.events, kind, api)
     }
     fn stage(&mut self, name: &str, api: Api, line: Option<&str>) -> &mut J {
         let e = self.ev(Kind::Stage, api);

@@ -10,14 +10,21 @@
 //!
 //! Pure data in, pure data out: no file is read here (see [`crate::journal`]).
 
+pub mod books;
 pub mod boundaries;
 pub mod cross_rank;
+pub mod index;
 pub mod owners;
+pub mod peaks;
 pub mod points;
 pub mod pools;
 pub mod process;
 pub mod rank;
+pub mod records;
+pub mod replay;
 pub mod samples;
+#[cfg(test)]
+mod test_records;
 
 use crate::journal::Journal;
 
@@ -25,17 +32,26 @@ pub use owners::{OwnerBytes, REPORT_OWNERS};
 pub use process::{DeviceBooks, ProcessBooks, StageRow};
 
 /// Every process of a run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunBooks {
     pub processes: Vec<ProcessBooks>,
     pub cross_rank: Vec<cross_rank::CrossRankStage>,
     pub warnings: Vec<String>,
 }
 
-/// Replays every journal. Processes are ordered by host, rank, then start time, so journals
-/// copied from several hosts into one folder read as one run.
+/// Replays every journal.
 pub fn build(journals: &[Journal]) -> RunBooks {
-    let mut processes: Vec<ProcessBooks> = journals.iter().map(process::replay).collect();
+    let processes = journals.iter().map(process::replay).collect();
+    let warnings = journals
+        .iter()
+        .flat_map(|j| j.warnings.iter().cloned())
+        .collect();
+    build_processes(processes, warnings)
+}
+
+/// The run of these processes' books. Processes are ordered by host, rank, then start time,
+/// so journals copied from several hosts into one folder read as one run.
+pub fn build_processes(mut processes: Vec<ProcessBooks>, warnings: Vec<String>) -> RunBooks {
     processes.sort_by(|a, b| {
         (
             a.host.as_str(),
@@ -51,10 +67,6 @@ pub fn build(journals: &[Journal]) -> RunBooks {
             ))
     });
     let cross_rank = cross_rank::build(&processes);
-    let warnings = journals
-        .iter()
-        .flat_map(|j| j.warnings.iter().cloned())
-        .collect();
     RunBooks {
         processes,
         cross_rank,

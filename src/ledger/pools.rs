@@ -13,121 +13,22 @@
 //! torch does not list, is a [`Mismatch`].
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
+use std::ops::ControlFlow;
 
+use vramledger_format::live::AddrHasher;
 use vramledger_format::record::flags;
-use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner, POOL_UNKNOWN};
+use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
 
+use super::index::Index;
+use super::replay::{Now, Observer, Rec};
 use crate::journal::Journal;
 
-/// Which pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PoolKey {
-    /// torch's default pool (0, 0).
-    Default,
-    /// A private pool.
-    Id(u64, u64),
-    /// A graph pool whose id nothing told (the stream-capture rule alone).
-    Unknown,
-}
+mod rows;
 
-impl PoolKey {
-    /// `a,b` as torch's snapshot writes it (`?` when unknown).
-    pub fn label(self) -> String {
-        match self {
-            PoolKey::Default => "0,0".into(),
-            PoolKey::Id(a, b) => format!("{a},{b}"),
-            PoolKey::Unknown => "?".into(),
-        }
-    }
+pub use rows::{Mismatch, PoolKey, PoolRow, SnapshotCheck, TorchPools};
 
-    fn of_torch(a: u64, b: u64) -> PoolKey {
-        if a == 0 && b == 0 {
-            PoolKey::Default
-        } else {
-            PoolKey::Id(a, b)
-        }
-    }
-}
-
-/// One pool on one device.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PoolRow {
-    pub device: i32,
-    pub key: Option<PoolKey>,
-    /// Bytes the books hold in it at the end, and their peak.
-    pub live: i64,
-    pub peak: i64,
-    /// Live allocations (segments, or VMM handles of expandable segments) at the end.
-    pub blocks: u64,
-    /// What torch's last snapshot says: bytes and segments.
-    pub torch_bytes: Option<u64>,
-    pub torch_segments: Option<u64>,
-}
-
-impl PoolRow {
-    /// The pool (never `None` in rows [`replay`] returns).
-    pub fn pool(&self) -> PoolKey {
-        self.key.unwrap_or(PoolKey::Unknown)
-    }
-}
-
-/// A disagreement between torch's snapshot and the books.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Mismatch {
-    pub device: i32,
-    pub address: u64,
-    pub bytes: u64,
-    /// torch's pool for the range (`None`: torch does not list it).
-    pub torch_pool: Option<PoolKey>,
-    /// The books: owner, pool (for PyTorch's owners) and module of what they hold there, and
-    /// how many bytes (`None`: the books hold nothing there).
-    pub books_owner: Option<Owner>,
-    pub books_pool: Option<PoolKey>,
-    pub books_bytes: u64,
-    pub module: String,
-}
-
-/// torch's snapshot against the books.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SnapshotCheck {
-    /// The snapshot's number in the process (the last one is checked).
-    pub snapshot: u64,
-    pub t_ns: u64,
-    pub segments: u64,
-    pub bytes: u64,
-    /// Segments of a private pool made by a pluggable allocator (owned by its module).
-    pub pluggable: u64,
-    pub mismatches: Vec<Mismatch>,
-}
-
-impl SnapshotCheck {
-    pub fn agree(&self) -> bool {
-        self.mismatches.is_empty()
-    }
-}
-
-/// The pools of one process.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TorchPools {
-    /// torch's version, when the Python hooks were installed in this process.
-    pub hooks: Option<String>,
-    /// Pool windows the hooks reported.
-    pub windows: u64,
-    pub rows: Vec<PoolRow>,
-    pub check: Option<SnapshotCheck>,
-}
-
-impl TorchPools {
-    /// Anything to say beyond the owner columns: hooks, pool ids, or a snapshot.
-    pub fn has_news(&self) -> bool {
-        self.hooks.is_some()
-            || self.check.is_some()
-            || self
-                .rows
-                .iter()
-                .any(|r| matches!(r.key, Some(PoolKey::Id(..))))
-    }
-}
+type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
 
 /// Bytes as a signed amount (sizes past i64::MAX exist only in damaged journals).
 fn signed(v: u64) -> i64 {
@@ -138,18 +39,8 @@ fn torchs(owner: Owner) -> bool {
     matches!(owner, Owner::Torch | Owner::TorchGraphPool)
 }
 
-/// The pools that captures named only at their end: window serial → pool id (from the
-/// journal's `pool_end` records). With [`pool_of`], what any output needs to show pool ids.
-pub fn capture_pools(j: &Journal) -> HashMap<u64, (u64, u64)> {
-    j.events
-        .iter()
-        .filter(|e| e.kind() == Some(Kind::PoolEnd) && e.handle != 0 && e.arg0 != POOL_UNKNOWN)
-        .map(|e| (e.handle, (e.arg0, e.arg1)))
-        .collect()
-}
-
-/// The pool of an allocation record by PyTorch (`torch` or `torch_graph_pool`), given
-/// [`capture_pools`].
+/// The pool of an allocation record by PyTorch (`torch` or `torch_graph_pool`), given the
+/// pools captures named at their end ([`Index::capture_pools`]).
 pub fn pool_of(e: &Event, named: &HashMap<u64, (u64, u64)>) -> PoolKey {
     if e.owner() == Owner::Torch {
         return PoolKey::Default;
@@ -174,100 +65,125 @@ struct Piece {
     module: u32,
 }
 
+/// What the pools need beyond the live books: the pool of each graph-pool block (a torch
+/// block is in the default pool), VMM handles and their mappings, and bytes per pool.
+/// Bytes in one pool of one device: (device, pool) → (live, peak, blocks).
+type PoolHeld = ((i32, PoolKey), (i64, i64, u64));
+
 #[derive(Default)]
 struct Pass {
-    books: LiveBooks,
-    blocks: HashMap<u64, Piece>,
-    handles: HashMap<u64, Piece>,
+    graph_keys: AddrMap<PoolKey>,
+    handles: AddrMap<Piece>,
     maps: BTreeMap<u64, (u64, u64)>,
-    held: BTreeMap<(i32, PoolKey), (i64, i64, u64)>,
+    /// Few keys: a short list.
+    held: Vec<PoolHeld>,
 }
 
 impl Pass {
-    fn moved(&mut self, p: &Piece, bytes: i64) {
-        let slot = self.held.entry((p.device, p.key)).or_default();
+    fn moved(&mut self, device: i32, key: PoolKey, bytes: i64, blocks: i64) {
+        let i = match self.held.iter().position(|(k, _)| *k == (device, key)) {
+            Some(i) => i,
+            None => {
+                self.held.push(((device, key), (0, 0, 0)));
+                self.held.len() - 1
+            }
+        };
+        let slot = &mut self.held[i].1;
         slot.0 = slot.0.saturating_add(bytes);
         slot.1 = slot.1.max(slot.0);
-        slot.2 = if bytes > 0 {
-            slot.2.saturating_add(1)
-        } else {
-            slot.2.saturating_sub(1)
-        };
+        slot.2 = slot.2.saturating_add_signed(blocks);
     }
 
-    fn apply(&mut self, e: &Event, named: &HashMap<u64, (u64, u64)>) {
-        let kind = e.kind();
-        let delta = self.books.apply(e);
+    /// Takes one record, after the live books took it: bytes per pool move with the books'
+    /// device deltas of PyTorch's owners.
+    fn apply(&mut self, r: &Rec<'_>, named: &HashMap<u64, (u64, u64)>) {
+        let (e, kind) = (r.e, r.kind);
         if e.result != 0 {
             return;
         }
-        let piece = |e: &Event| Piece {
-            device: e.device,
-            size: e.size,
-            owner: e.owner(),
-            key: pool_of(e, named),
-            module: e.module,
-        };
+        let device_delta = r.delta.filter(|d| d.mem == MemKind::Device);
         match kind {
-            Some(Kind::Alloc) if delta.is_some() && e.mem() == MemKind::Device => {
-                let p = piece(e);
-                if torchs(p.owner) {
-                    self.moved(&p, signed(p.size));
+            Some(Kind::Alloc) => {
+                let Some(d) = device_delta.filter(|d| torchs(d.owner)) else {
+                    return;
+                };
+                let key = pool_of(e, named);
+                if d.owner == Owner::TorchGraphPool {
+                    self.graph_keys.insert(e.addr, key);
                 }
-                if let Some(old) = self.blocks.insert(e.addr, p) {
-                    if torchs(old.owner) {
-                        self.moved(&old, -signed(old.size));
-                    }
-                }
+                self.moved(d.device, key, d.bytes, 1);
             }
             Some(Kind::Free) => {
-                if let Some(old) = self.blocks.remove(&e.addr) {
-                    if torchs(old.owner) && delta.is_some() {
-                        self.moved(&old, -signed(old.size));
-                    }
-                }
+                let Some(d) = device_delta.filter(|d| torchs(d.owner)) else {
+                    return;
+                };
+                let key = match d.owner {
+                    Owner::Torch => PoolKey::Default,
+                    _ => self.graph_keys.remove(&e.addr).unwrap_or(PoolKey::Unknown),
+                };
+                self.moved(d.device, key, d.bytes, -1);
             }
             Some(Kind::VmmCreate) if e.mem() == MemKind::Device && e.handle != 0 => {
-                let p = piece(e);
+                let p = Piece {
+                    device: e.device,
+                    size: e.size,
+                    owner: e.owner(),
+                    key: pool_of(e, named),
+                    module: e.module,
+                };
                 if torchs(p.owner) {
-                    self.moved(&p, signed(p.size));
+                    self.moved(p.device, p.key, signed(p.size), 1);
                 }
                 self.handles.insert(e.handle, p);
             }
             Some(Kind::VmmMap) => {
                 self.maps.insert(e.addr, (e.handle, e.size));
             }
-            _ => {}
-        }
-        // A handle's memory is gone when the books say so (its last release or unmap).
-        let candidates: Vec<u64> = match kind {
-            Some(Kind::VmmRelease) => vec![e.handle],
+            // A handle's memory is gone when the books say so (its last release or unmap).
+            Some(Kind::VmmRelease) => self.handle_gone(e.handle, r),
             Some(Kind::VmmUnmap) => {
                 let end = e.addr.saturating_add(e.size.max(1));
                 let gone: Vec<u64> = self.maps.range(e.addr..end).map(|(&a, _)| a).collect();
-                gone.iter()
-                    .filter_map(|a| self.maps.remove(a).map(|(h, _)| h))
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
-        for h in candidates {
-            if self.books.handle_info(h).is_some() {
-                continue;
-            }
-            if let Some(p) = self.handles.remove(&h) {
-                if torchs(p.owner) {
-                    self.moved(&p, -(signed(p.size)));
+                for a in gone {
+                    if let Some((h, _)) = self.maps.remove(&a) {
+                        self.handle_gone(h, r);
+                    }
                 }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_gone(&mut self, h: u64, r: &Rec<'_>) {
+        if r.books.handle_info(h).is_some() {
+            return;
+        }
+        if let Some(p) = self.handles.remove(&h) {
+            if torchs(p.owner) {
+                self.moved(p.device, p.key, -(signed(p.size)), -1);
             }
         }
     }
 
     /// Device memory with an address, now: (address, bytes, piece).
-    fn pieces(&self) -> BTreeMap<u64, (u64, Piece)> {
+    fn pieces(&self, books: &LiveBooks) -> BTreeMap<u64, (u64, Piece)> {
         let mut out: BTreeMap<u64, (u64, Piece)> = BTreeMap::new();
-        for (&a, p) in &self.blocks {
-            out.insert(a, (p.size, p.clone()));
+        for (a, is_vmm, device, owner, mem, size, module) in books.live_items() {
+            if is_vmm || mem != MemKind::Device {
+                continue;
+            }
+            let key = match owner {
+                Owner::Torch => PoolKey::Default,
+                _ => self.graph_keys.get(&a).copied().unwrap_or(PoolKey::Unknown),
+            };
+            let p = Piece {
+                device,
+                size,
+                owner,
+                key,
+                module,
+            };
+            out.insert(a, (size, p));
         }
         for (&a, &(h, size)) in &self.maps {
             if let Some(p) = self.handles.get(&h) {
@@ -281,8 +197,10 @@ impl Pass {
 /// One torch snapshot: (device, address, bytes, pool).
 type Segments = Vec<(i32, u64, u64, PoolKey)>;
 
-fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> SnapshotCheck {
-    let pieces = pass.pieces();
+/// Pieces of device memory by address, and torch's segments, compared.
+type Pieces = BTreeMap<u64, (u64, Piece)>;
+
+fn check(pieces: &Pieces, ix: &Index, snap: u64, t_ns: u64, segs: &Segments) -> SnapshotCheck {
     let mut plugged = 0u64;
     let mut covered: Vec<u64> = Vec::new();
     let mut mismatches = Vec::new();
@@ -316,12 +234,12 @@ fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> Sna
                 books_owner: first.map(|p| p.owner),
                 books_pool: first.filter(|p| torchs(p.owner)).map(|p| p.key),
                 books_bytes: held,
-                module: first.map_or_else(String::new, |p| j.module_name(p.module).to_string()),
+                module: first.map_or_else(String::new, |p| ix.module_name(p.module).to_string()),
             });
         }
     }
     covered.sort_unstable();
-    for (&a, (size, p)) in &pieces {
+    for (&a, (size, p)) in pieces {
         if torchs(p.owner) && covered.binary_search(&a).is_err() {
             mismatches.push(Mismatch {
                 device: p.device,
@@ -331,7 +249,7 @@ fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> Sna
                 books_owner: Some(p.owner),
                 books_pool: Some(p.key),
                 books_bytes: *size,
-                module: j.module_name(p.module).to_string(),
+                module: ix.module_name(p.module).to_string(),
             });
         }
     }
@@ -345,74 +263,137 @@ fn check(pass: &Pass, j: &Journal, snap: u64, t_ns: u64, segs: &Segments) -> Sna
     }
 }
 
-/// Replays one journal's pools.
-pub fn replay(j: &Journal) -> TorchPools {
-    // First pass: capture pools named at their end, hooks, and torch's snapshots.
-    let named = capture_pools(j);
-    let mut out = TorchPools::default();
-    let mut last_snapshot: Option<(u64, usize)> = None; // (number, index of its first record)
-    for (i, e) in j.events.iter().enumerate() {
-        match e.kind() {
-            Some(Kind::PoolBegin) => out.windows += 1,
-            Some(Kind::PoolHooks) => out.hooks = Some(e.text.clone()),
-            Some(Kind::TorchSegment) if last_snapshot.is_none_or(|(n, _)| n != e.handle) => {
-                last_snapshot = Some((e.handle, i));
-            }
-            _ => {}
+/// torch's snapshot being read: its number, time, segments so far, and the books' pieces
+/// as they stood at its first record.
+struct Reading {
+    snap: u64,
+    t_ns: u64,
+    segs: Segments,
+    pieces: Pieces,
+}
+
+/// The pools observer: bytes per pool, and the books at torch's last snapshot.
+pub struct Pools<'a> {
+    ix: &'a Index,
+    pass: Pass,
+    reading: Option<Reading>,
+    torch_side: BTreeMap<(i32, PoolKey), (u64, u64)>,
+    check: Option<SnapshotCheck>,
+}
+
+impl<'a> Pools<'a> {
+    pub fn new(ix: &'a Index) -> Pools<'a> {
+        Pools {
+            ix,
+            pass: Pass::default(),
+            reading: None,
+            torch_side: BTreeMap::new(),
+            check: None,
         }
     }
-    // Second pass: bytes per pool, and the books at the last snapshot.
-    let mut pass = Pass::default();
-    let mut torch_side: BTreeMap<(i32, PoolKey), (u64, u64)> = BTreeMap::new();
-    for (i, e) in j.events.iter().enumerate() {
-        if let Some((snap, first)) = last_snapshot {
-            if i == first {
-                let segs: Segments = j.events[i..]
-                    .iter()
-                    .take_while(|s| s.kind() == Some(Kind::TorchSegment) && s.handle == snap)
-                    .map(|s| (s.device, s.addr, s.size, PoolKey::of_torch(s.arg0, s.arg1)))
-                    .collect();
-                for &(d, _, size, pool) in &segs {
-                    let t = torch_side.entry((d, pool)).or_default();
-                    t.0 = t.0.saturating_add(size);
-                    t.1 = t.1.saturating_add(1);
-                }
-                out.check = Some(check(&pass, j, snap, e.t_ns, &segs));
-            }
+
+    /// The snapshot's records are over: check it against the books as they stood at its
+    /// first record (its own records change nothing).
+    fn close_snapshot(&mut self) {
+        let Some(r) = self.reading.take() else {
+            return;
+        };
+        for &(d, _, size, pool) in &r.segs {
+            let t = self.torch_side.entry((d, pool)).or_default();
+            t.0 = t.0.saturating_add(size);
+            t.1 = t.1.saturating_add(1);
         }
-        pass.apply(e, &named);
+        self.check = Some(check(&r.pieces, self.ix, r.snap, r.t_ns, &r.segs));
     }
-    let mut rows: BTreeMap<(i32, PoolKey), PoolRow> = BTreeMap::new();
-    for (&(device, key), &(live, peak, blocks)) in &pass.held {
-        rows.insert(
-            (device, key),
-            PoolRow {
+
+    /// The pools of the process.
+    pub fn finish(mut self) -> TorchPools {
+        self.close_snapshot();
+        let mut rows: BTreeMap<(i32, PoolKey), PoolRow> = BTreeMap::new();
+        for &((device, key), (live, peak, blocks)) in &self.pass.held {
+            rows.insert(
+                (device, key),
+                PoolRow {
+                    device,
+                    key: Some(key),
+                    live,
+                    peak,
+                    blocks,
+                    ..PoolRow::default()
+                },
+            );
+        }
+        for (&(device, key), &(bytes, segments)) in &self.torch_side {
+            let r = rows.entry((device, key)).or_insert_with(|| PoolRow {
                 device,
                 key: Some(key),
-                live,
-                peak,
-                blocks,
                 ..PoolRow::default()
-            },
-        );
-    }
-    for (&(device, key), &(bytes, segments)) in &torch_side {
-        let r = rows.entry((device, key)).or_insert_with(|| PoolRow {
-            device,
-            key: Some(key),
-            ..PoolRow::default()
-        });
-        r.torch_bytes = Some(bytes);
-        r.torch_segments = Some(segments);
-    }
-    if out.check.is_some() {
-        for r in rows.values_mut() {
-            r.torch_bytes.get_or_insert(0);
-            r.torch_segments.get_or_insert(0);
+            });
+            r.torch_bytes = Some(bytes);
+            r.torch_segments = Some(segments);
+        }
+        if self.check.is_some() {
+            for r in rows.values_mut() {
+                r.torch_bytes.get_or_insert(0);
+                r.torch_segments.get_or_insert(0);
+            }
+        }
+        TorchPools {
+            hooks: self.ix.pool_hooks.clone(),
+            windows: self.ix.pool_windows,
+            rows: rows.into_values().collect(),
+            check: self.check,
         }
     }
-    out.rows = rows.into_values().collect();
-    out
+}
+
+impl Observer for Pools<'_> {
+    const BEFORE: bool = true;
+    fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
+        if let Some((snap, first)) = self.ix.last_torch_snapshot {
+            if now.index == first {
+                self.reading = Some(Reading {
+                    snap,
+                    t_ns: 0,
+                    segs: Vec::new(),
+                    pieces: self.pass.pieces(now.books),
+                });
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        if let Some((snap, first)) = self.ix.last_torch_snapshot {
+            if let Some(s) = self.reading.as_mut().filter(|_| r.index == first) {
+                s.t_ns = r.e.t_ns;
+            }
+            let part = r.kind == Some(Kind::TorchSegment) && r.e.handle == snap;
+            match &mut self.reading {
+                Some(s) if part => {
+                    let e = r.e;
+                    s.segs
+                        .push((e.device, e.addr, e.size, PoolKey::of_torch(e.arg0, e.arg1)));
+                }
+                Some(_) => self.close_snapshot(),
+                None => {}
+            }
+        }
+        self.pass.apply(r, &self.ix.capture_pools);
+        ControlFlow::Continue(())
+    }
+
+    fn end(&mut self, _now: &Now<'_>) {
+        self.close_snapshot();
+    }
+}
+
+/// Replays one journal's pools.
+pub fn replay(j: &Journal) -> TorchPools {
+    let ix = Index::scan(j);
+    let mut pools = Pools::new(&ix);
+    super::replay::run(j, &ix, &mut pools);
+    pools.finish()
 }
 
 #[cfg(test)]

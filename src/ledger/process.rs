@@ -11,11 +11,15 @@
 use std::collections::BTreeMap;
 
 use vramledger_engines::log;
-use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner};
+use vramledger_format::{Header, Owner};
 
-use super::boundaries::{self, SetBy};
+use super::books::Books;
+use super::boundaries::SetBy;
+use super::index::Index;
 use super::owners::OwnerBytes;
-use super::samples::{Reading, Readings, Source};
+use super::records::Records;
+use super::replay::Observer;
+use super::samples::Source;
 use crate::journal::Journal;
 
 /// What the engine printed about a stage.
@@ -65,26 +69,6 @@ pub struct Peak {
     pub bytes: i64,
     pub stage: String,
     pub t_ns: u64,
-}
-
-/// A peak during the replay (stage by index, named at the end: no allocation per event).
-#[derive(Debug, Clone, Copy, Default)]
-struct RawPeak {
-    bytes: i64,
-    span: usize,
-    t_ns: u64,
-}
-
-impl RawPeak {
-    fn named(self, spans: &[Span]) -> Peak {
-        Peak {
-            bytes: self.bytes,
-            stage: spans
-                .get(self.span)
-                .map_or_else(String::new, |s| s.name.clone()),
-            t_ns: self.t_ns,
-        }
-    }
 }
 
 /// One module's memory on a device.
@@ -184,160 +168,37 @@ impl ProcessBooks {
     }
 }
 
-/// A stage span: from its boundary to the next.
-type Span = boundaries::StageBoundary;
-
-/// Per-device running state during the replay.
-#[derive(Default)]
-struct DevState {
-    hooked: i64,
-    readings: Readings,
-    by_owner: Vec<OwnerBytes>,
-    held: OwnerBytes,
-    peak_total: RawPeak,
-    peak_by_owner: BTreeMap<Owner, RawPeak>,
-    modules: BTreeMap<u32, ModuleRow>,
-    boundary: Vec<Option<u64>>,
-}
-
-fn is_sample(e: &Event) -> bool {
-    matches!(e.kind(), Some(Kind::NvmlSample) | Some(Kind::Live))
-        || (e.kind() == Some(Kind::MemInfo) && e.api() == Some(Api::VramledgerSample))
-}
-
-fn reading(e: &Event) -> Option<(i32, u64)> {
-    match e.kind()? {
-        Kind::MemInfo if e.device >= 0 => Some((e.device, e.arg0)),
-        Kind::NvmlSample if e.device >= 0 => Some((e.device, e.arg0)),
-        _ => None,
-    }
-}
-
 /// Replays one journal.
 pub fn replay(j: &Journal) -> ProcessBooks {
-    let mut books = LiveBooks::new();
-    let mut spans: Vec<Span> = Vec::new();
-    let mut devs: BTreeMap<i32, DevState> = BTreeMap::new();
-    let mut host = LivePeak::default();
-    let mut managed = LivePeak::default();
-    let mut va = LivePeak::default();
-    let mut peer = LivePeak::default();
-    let mut in_block = false;
-    let mut first_context_before: BTreeMap<i32, u64> = BTreeMap::new();
+    replay_records(j)
+}
 
-    let bounds = boundaries::derive(j);
-    let mut next_bound = 0;
+/// Replays one journal read from any source: its index, then its books in one walk.
+pub fn replay_records<R: Records>(r: &R) -> ProcessBooks {
+    let ix = Index::scan(r);
+    replay_indexed(r, &ix, &mut ())
+}
 
-    // The opening boundary may be a record that is not the first event (another thread's
-    // record landed first): the events before it belong to the opening stage too, and its
-    // readings still start at the record.
-    let mut opening_block_at = None;
-    for (i, e) in j.events.iter().enumerate() {
-        let kind = e.kind();
-        if spans.is_empty() {
-            if let Some(b) = bounds.first().filter(|b| b.index > i) {
-                spans.push(b.clone());
-                next_bound = 1;
-                opening_block_at = Some(b.index);
-            }
-        }
-        if opening_block_at == Some(i) {
-            in_block = bounds[0].sampled;
-            opening_block_at = None;
-        }
-        while let Some(b) = bounds.get(next_bound).filter(|b| b.index == i) {
-            spans.push(b.clone());
-            for d in devs.values_mut() {
-                d.by_owner.resize(spans.len(), OwnerBytes::default());
-                d.boundary.resize(spans.len(), None);
-            }
-            in_block = b.sampled;
-            next_bound += 1;
-        }
-        if kind == Some(Kind::Stage) {
-            if boundaries::is_repeat(&bounds, i, e) {
-                in_block = false;
-            }
-            continue;
-        }
-        let span = spans.len() - 1;
-        if in_block && !is_sample(e) {
-            in_block = false;
-        }
-        // Free-memory readings.
-        if let Some((dev, free)) = reading(e) {
-            let d = dev_state(&mut devs, dev, spans.len());
-            d.readings.list.push(Reading {
-                index: i,
-                free,
-                hooked: d.hooked,
-            });
-            if in_block && d.boundary[span].is_none() {
-                d.boundary[span] = Some(free);
-            }
-        }
-        if kind == Some(Kind::Context) && e.device >= 0 {
-            if e.arg0 != u64::MAX && !first_context_before.contains_key(&e.device) && e.result == 0
-            {
-                first_context_before.insert(e.device, e.arg0);
-            }
-            if e.size > 0 && e.result == 0 {
-                let d = dev_state(&mut devs, e.device, spans.len());
-                d.move_bytes(span, Owner::Context, e.size as i64, e.t_ns);
-            }
-        }
-        let Some(delta) = books.apply(e) else {
-            continue;
-        };
-        match delta.mem {
-            MemKind::Device if delta.device >= 0 => {
-                let d = dev_state(&mut devs, delta.device, spans.len());
-                d.move_bytes(span, delta.owner, delta.bytes, e.t_ns);
-                let m = d.modules.entry(delta.module).or_insert_with(|| ModuleRow {
-                    module: j.module_name(delta.module).to_string(),
-                    owner: Some(delta.owner),
-                    ..ModuleRow::default()
-                });
-                m.live = m.live.saturating_add(delta.bytes);
-                m.peak = m.peak.max(m.live);
-                if delta.bytes > 0 {
-                    m.allocated = m.allocated.saturating_add(delta.bytes as u64);
-                }
-            }
-            MemKind::HostPinned => bump(&mut host, delta.bytes),
-            MemKind::Managed => bump(&mut managed, delta.bytes),
-            MemKind::Peer => bump(&mut peer, delta.bytes),
-            _ => {}
-        }
-        if matches!(kind, Some(Kind::VaReserve | Kind::VaFree)) {
-            va.live = books.reserved_va().values().sum::<u64>() as i64;
-            va.peak = va.peak.max(va.live);
-        }
-    }
-    if spans.is_empty() {
-        spans.push(bounds[0].clone());
-    }
+/// The books of a journal indexed as `ix`, with `extra` kept in the same walk (a timeline).
+pub fn replay_indexed<R: Records, O: Observer>(r: &R, ix: &Index, extra: &mut O) -> ProcessBooks {
+    let mut obs = ((Books::new(ix), super::pools::Pools::new(ix)), extra);
+    super::replay::run(r, ix, &mut obs);
+    let ((books, pools), _) = obs;
+    assemble(r, ix, books, pools.finish())
+}
 
-    let devices = devs
-        .into_iter()
-        .map(|(device, d)| {
-            device_books(
-                device,
-                d,
-                &spans,
-                j,
-                first_context_before.get(&device).copied(),
-            )
-        })
-        .collect();
-    let h = |k: &str| j.header.get(k).unwrap_or("").to_string();
-    let (rank_tag, dist_rank) = super::rank::rank_of(j);
-    let rank = rank_tag
-        .and_then(|r: log::RankTag| r.tp)
-        .or(dist_rank)
-        .or_else(|| j.header.get("env.RANK").and_then(|v| v.parse().ok()));
+/// The process's books from its index and what the replay kept.
+pub fn assemble<R: Records>(
+    r: &R,
+    ix: &Index,
+    books: Books<'_>,
+    torch_pools: super::pools::TorchPools,
+) -> ProcessBooks {
+    let header = r.header();
+    let h = |k: &str| header.get(k).unwrap_or("").to_string();
+    let (rank_tag, rank) = rank(ix, header);
     ProcessBooks {
-        path: j.path.display().to_string(),
+        path: r.path().display().to_string(),
         host: h("host"),
         pid: h("pid").parse().unwrap_or(0),
         ppid: h("ppid").parse().unwrap_or(0),
@@ -346,82 +207,36 @@ pub fn replay(j: &Journal) -> ProcessBooks {
         start_unix_ns: h("start_unix_ns").parse().unwrap_or(0),
         rank,
         rank_tag,
-        devices,
-        host_pinned: host,
-        managed,
-        virtual_reserved: va,
-        peer_imported: peer,
-        events: j.events.len(),
-        torch_pools: super::pools::replay(j),
+        devices: books.devices,
+        host_pinned: books.host,
+        managed: books.managed,
+        virtual_reserved: books.virtual_reserved,
+        peer_imported: books.peer,
+        events: ix.records,
+        torch_pools,
     }
 }
 
-fn bump(lp: &mut LivePeak, bytes: i64) {
-    lp.live = lp.live.saturating_add(bytes);
-    lp.peak = lp.peak.max(lp.live);
+/// The process's rank: the TP rank its engine printed, else the `rank=` of the distributed
+/// init line, else the `RANK` it was started with; and the engine's rank tag.
+pub fn rank(ix: &Index, header: &Header) -> (Option<log::RankTag>, Option<u32>) {
+    let tag = ix.rank.tag;
+    let rank = tag
+        .and_then(|t| t.tp)
+        .or(ix.rank.dist_rank)
+        .or_else(|| header.get("env.RANK").and_then(|v| v.parse().ok()));
+    (tag, rank)
 }
 
-fn dev_state(devs: &mut BTreeMap<i32, DevState>, dev: i32, spans: usize) -> &mut DevState {
-    let d = devs.entry(dev).or_default();
-    if d.by_owner.len() < spans {
-        d.by_owner.resize(spans, OwnerBytes::default());
-        d.boundary.resize(spans, None);
-    }
-    d
-}
-
-impl DevState {
-    fn move_bytes(&mut self, span: usize, owner: Owner, bytes: i64, t_ns: u64) {
-        self.by_owner[span].add(owner, bytes);
-        self.held.add(owner, bytes);
-        self.hooked = self.hooked.saturating_add(bytes);
-        let held = self.held.get(owner);
-        let p = self.peak_by_owner.entry(owner).or_default();
-        if held > p.bytes {
-            *p = RawPeak {
-                bytes: held,
-                span,
-                t_ns,
-            };
-        }
-        if self.hooked > self.peak_total.bytes {
-            self.peak_total = RawPeak {
-                bytes: self.hooked,
-                span,
-                t_ns,
-            };
-        }
-    }
-}
-
-fn device_books(
-    device: i32,
-    d: DevState,
-    spans: &[Span],
-    j: &Journal,
-    context_before: Option<u64>,
-) -> DeviceBooks {
-    // Hooked bytes held at each span start, to derive free memory where no sample was taken.
-    let mut hooked_at_start = Vec::with_capacity(spans.len());
-    let mut acc = 0i64;
-    for s in 0..spans.len() {
-        hooked_at_start.push(acc);
-        acc = acc.saturating_add(d.by_owner.get(s).map_or(0, OwnerBytes::hooked));
-    }
-    let hooked_end = acc;
-    let mut bounds: Vec<(Option<u64>, Source)> = spans
-        .iter()
-        .enumerate()
-        .map(|(s, span)| match d.boundary.get(s).copied().flatten() {
-            Some(free) => (Some(free), Source::Sample),
-            None => d.readings.free_at(span.index, hooked_at_start[s]),
-        })
-        .collect();
-    // The books open before the context existed when NVML measured it.
-    if let Some(before) = context_before {
-        bounds[0] = (Some(before), Source::Sample);
-    }
-    let end = d.readings.free_at(usize::MAX, hooked_end);
+/// The stage rows of one device: per span its hooked bytes by owner (`by_owner`), its start
+/// free (`bounds`; the last span ends at `end`), and what the hooks cannot explain.
+pub(super) fn stage_rows(
+    by_owner: &[OwnerBytes],
+    bounds: &[(Option<u64>, Source)],
+    end: (Option<u64>, Source),
+    ix: &Index,
+) -> Vec<StageRow> {
+    let spans = &ix.boundaries;
     let mut stages = Vec::with_capacity(spans.len());
     for (s, span) in spans.iter().enumerate() {
         let (start_free, start_source) = bounds[s];
@@ -436,23 +251,22 @@ fn device_books(
             }
             _ => 0,
         };
-        let mut by_owner = d.by_owner.get(s).copied().unwrap_or_default();
-        by_owner.set(
+        let mut owners = by_owner.get(s).copied().unwrap_or_default();
+        owners.set(
             Owner::Unattributed,
-            device_delta.saturating_sub(by_owner.hooked()),
+            device_delta.saturating_sub(owners.hooked()),
         );
         let next = spans.get(s + 1);
         stages.push(StageRow {
             name: span.name.clone(),
             start_t_ns: span.t_ns,
-            end_t_ns: next
-                .map_or_else(|| j.events.last().map_or(span.t_ns, |e| e.t_ns), |n| n.t_ns),
+            end_t_ns: next.map_or_else(|| ix.last_t.unwrap_or(span.t_ns), |n| n.t_ns),
             start_free,
             start_source,
             end_free,
             end_source,
             device_delta,
-            by_owner,
+            by_owner: owners,
             engine: engine_numbers(span.line.as_deref(), next.and_then(|n| n.line.as_deref())),
             start_set_by: span.set_by,
             start_detail: span.detail.clone(),
@@ -461,22 +275,7 @@ fn device_books(
             start_recorded: span.sampled,
         });
     }
-    let mut modules: Vec<ModuleRow> = d.modules.into_values().collect();
-    modules.sort_by(|a, b| b.peak.cmp(&a.peak).then(a.module.cmp(&b.module)));
-    DeviceBooks {
-        device,
-        start_free: bounds[0].0,
-        end_free: end.0,
-        stages,
-        live_at_end: d.held,
-        peak_total: d.peak_total.named(spans),
-        peak_by_owner: d
-            .peak_by_owner
-            .into_iter()
-            .map(|(o, p)| (o, p.named(spans)))
-            .collect(),
-        modules,
-    }
+    stages
 }
 
 fn engine_numbers(start: Option<&str>, end: Option<&str>) -> EngineNumbers {

@@ -7,8 +7,7 @@ use vramledger_format::{MemKind, Owner};
 
 use crate::ledger::OwnerBytes;
 
-/// `CUDA_ERROR_OUT_OF_MEMORY`.
-pub const CUDA_ERROR_OUT_OF_MEMORY: i32 = 2;
+pub use crate::ledger::index::CUDA_ERROR_OUT_OF_MEMORY;
 
 /// The owners a snapshot shows, in order: every hooked owner and the measured context.
 pub const SNAPSHOT_OWNERS: [Owner; 6] = [
@@ -367,11 +366,4 @@ pub struct Snapshot {
     pub skipped: Vec<Skipped>,
     /// The journals' own warnings.
     pub warnings: Vec<String>,
-}
-
-/// A stage span: starts at record `index` (0 for the opening `startup`).
-#[derive(Debug, Clone)]
-pub(crate) struct Span {
-    pub(crate) name: String,
-    pub(crate) index: usize,
 }

@@ -1,51 +1,77 @@
-//! The replay behind a snapshot: [`LiveBooks`] for what is physically live, plus what the
-//! books do not keep (the stage and time of each allocating record, VMM mapping ranges,
-//! pinned host and reserved ranges, pool samples), history, timelines and readings per device.
+//! The snapshot's book of the one replay ([`crate::ledger::replay`]): what the live books do
+//! not keep (the stage and time of each allocating record, VMM mapping ranges, pinned host
+//! and reserved ranges, pool samples), history, timelines and readings per device, and the
+//! captures at the snapshot's points ([`super::capture`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+use std::ops::ControlFlow;
 
-use vramledger_format::{Api, Event, Kind, LiveBooks, MemKind, Owner};
+use vramledger_format::live::AddrHasher;
+use vramledger_format::{Api, Event, Kind, MemKind, Owner};
 
-use super::model::{
-    Action, ContextHeld, DeviceSnapshot, Failure, HistoryEntry, Item, ItemKind, Mapping, Point,
-    Reservation, Span, StageTotal, TimelineSample, CUDA_ERROR_OUT_OF_MEMORY,
+use super::{
+    Action, ContextHeld, DeviceSnapshot, Failure, HistoryEntry, Point, TimelineSample,
+    CUDA_ERROR_OUT_OF_MEMORY,
 };
-use crate::journal::Journal;
-use crate::ledger::OwnerBytes;
+use crate::ledger::index::Index;
+use crate::ledger::pools::{pool_of, PoolKey};
+use crate::ledger::replay::{Now, Observer, Rec};
+use crate::ledger::samples;
+
+mod mirror;
+
+pub(super) type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+
+/// What a snapshot keeps besides the live allocations at its point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Detail {
+    /// Every device allocation, free, map and unmap up to the point (memory_viz's trace).
+    pub history: bool,
+    /// Bytes per owner after every change, and every free reading (perfetto's counters).
+    pub timeline: bool,
+}
+
+impl Detail {
+    /// Everything.
+    pub const ALL: Detail = Detail {
+        history: true,
+        timeline: true,
+    };
+}
 
 /// What is known about one allocation besides what the live books keep.
 #[derive(Debug, Clone, Copy)]
-struct Meta {
-    device: i32,
-    size: u64,
-    owner: Owner,
-    mem: MemKind,
-    module: u32,
-    span: usize,
-    t_ns: u64,
+pub(super) struct Meta {
+    pub(super) device: i32,
+    pub(super) size: u64,
+    pub(super) owner: Owner,
+    pub(super) mem: MemKind,
+    pub(super) module: u32,
+    pub(super) span: usize,
+    pub(super) t_ns: u64,
     /// PyTorch's pool id, when the journal says it (see [`crate::ledger::pools::pool_of`]).
-    pool: Option<(u64, u64)>,
+    pub(super) pool: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct MapInfo {
-    handle: u64,
-    size: u64,
-    offset: u64,
+pub(super) struct MapInfo {
+    pub(super) handle: u64,
+    pub(super) size: u64,
+    pub(super) offset: u64,
     /// A device VMM handle of a known device: in the history and memory_viz.
-    shown: bool,
+    pub(super) shown: bool,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct DevState {
-    held: OwnerBytes,
     pub(super) history: Vec<HistoryEntry>,
     pub(super) timeline: Vec<TimelineSample>,
-    /// (clock, free, hooked total when read)
+    /// (clock, free, hooked total when read); only the last without [`Detail::timeline`].
     pub(super) readings: Vec<(u64, u64, i64)>,
     pub(super) failures: Vec<Failure>,
-    context: Option<ContextHeld>,
-    context_span: usize,
+    pub(super) context: Option<ContextHeld>,
+    pub(super) context_span: usize,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -56,31 +82,57 @@ pub(super) struct Cut {
     pub(super) failures: usize,
 }
 
-pub(super) type ProcessBooks = (Vec<Item>, Vec<Item>, Vec<Item>, Vec<Reservation>);
+/// A failure whose free memory is the first reading of its device that follows it (the shim
+/// samples right after a failure), unless something else comes first.
+struct Pending {
+    device: i32,
+    /// Its place in the device's failures.
+    slot: usize,
+    /// Free memory at the failure, if no reading follows.
+    fallback: Option<u64>,
+}
+
+/// Where the snapshot is taken: the process's point, and (at the peak) each device's.
+pub(super) struct Plan {
+    pub(super) process: Point,
+    /// `None`: every device seen up to the process point, at that point.
+    pub(super) devices: Option<BTreeMap<i32, (Point, i64)>>,
+    pub(super) oom_index: Option<usize>,
+}
 
 pub(super) struct Replay<'a> {
-    j: &'a Journal,
-    spans: &'a [Span],
-    span: usize,
-    books: LiveBooks,
-    blocks: HashMap<u64, Meta>,
-    async_addrs: HashSet<u64>,
-    handles: HashMap<u64, Meta>,
-    mappings: BTreeMap<u64, MapInfo>,
+    pub(super) ix: &'a Index,
+    pub(super) detail: Detail,
+    pub(super) plan: Plan,
+    /// Record indexes where something is captured; the last one.
+    checkpoints: BTreeSet<usize>,
+    pub(super) last: usize,
+    pub(super) span: usize,
+    pub(super) blocks: AddrMap<Meta>,
+    async_addrs: HashSet<u64, BuildHasherDefault<AddrHasher>>,
+    pub(super) handles: AddrMap<Meta>,
+    pub(super) mappings: BTreeMap<u64, MapInfo>,
     unmapped: Vec<u64>,
-    host: HashMap<u64, Meta>,
-    reservations: BTreeMap<u64, Meta>,
-    pools: HashMap<u64, Meta>,
-    /// Pools named by captures at their end (window serial → pool id).
-    named_pools: HashMap<u64, (u64, u64)>,
+    pub(super) host: AddrMap<Meta>,
+    pub(super) reservations: BTreeMap<u64, Meta>,
+    pub(super) pools: AddrMap<Meta>,
     pub(super) devs: BTreeMap<i32, DevState>,
     pub(super) seen: BTreeSet<i32>,
     pub(super) cuts: BTreeMap<i32, Cut>,
-    clock: u64,
+    pending: Vec<Pending>,
     /// The record being replayed.
     index: usize,
-    /// The non-decreasing clock at every record replayed.
-    pub(super) clock_at: Vec<u64>,
+    /// The non-decreasing clock after the first record, after each span's first record, and
+    /// when the process's point was reached.
+    pub(super) clock0: Option<u64>,
+    pub(super) span_clock: Vec<Option<u64>>,
+    pub(super) point_clock: u64,
+    /// What the captures took.
+    pub(super) devices: Vec<DeviceSnapshot>,
+    pub(super) process_books: Option<super::capture::ProcessBooks>,
+    pub(super) oom: Option<Failure>,
+    /// Stream-capture windows begun before the last point, in record order.
+    pub(super) captures: Vec<super::CaptureWindow>,
 }
 
 fn is_async(api: Option<Api>) -> bool {
@@ -95,46 +147,50 @@ fn is_async(api: Option<Api>) -> bool {
     )
 }
 
-pub(super) fn reading(e: &Event) -> Option<(i32, u64)> {
-    match e.kind()? {
-        Kind::MemInfo | Kind::NvmlSample if e.device >= 0 => Some((e.device, e.arg0)),
-        _ => None,
-    }
-}
-
 impl<'a> Replay<'a> {
-    pub(super) fn new(j: &'a Journal, spans: &'a [Span]) -> Self {
+    pub(super) fn new(ix: &'a Index, plan: Plan, detail: Detail) -> Self {
+        let mut checkpoints: BTreeSet<usize> = BTreeSet::new();
+        checkpoints.insert(plan.process.events);
+        if let Some(devs) = &plan.devices {
+            checkpoints.extend(devs.values().map(|(p, _)| p.events));
+        }
+        let last = checkpoints.last().copied().unwrap_or(0);
         Replay {
-            j,
-            spans,
+            ix,
+            detail,
+            plan,
+            checkpoints,
+            last,
             span: 0,
-            books: LiveBooks::new(),
-            blocks: HashMap::new(),
-            async_addrs: HashSet::new(),
-            handles: HashMap::new(),
+            blocks: AddrMap::default(),
+            async_addrs: HashSet::default(),
+            handles: AddrMap::default(),
             mappings: BTreeMap::new(),
             unmapped: Vec::new(),
-            host: HashMap::new(),
+            host: AddrMap::default(),
             reservations: BTreeMap::new(),
-            pools: HashMap::new(),
-            named_pools: crate::ledger::pools::capture_pools(j),
+            pools: AddrMap::default(),
             devs: BTreeMap::new(),
             seen: BTreeSet::new(),
             cuts: BTreeMap::new(),
-            clock: 0,
+            pending: Vec::new(),
             index: 0,
-            clock_at: Vec::with_capacity(j.events.len()),
+            clock0: None,
+            span_clock: vec![None; ix.boundaries.len()],
+            point_clock: 0,
+            devices: Vec::new(),
+            process_books: None,
+            oom: None,
+            captures: Vec::new(),
         }
     }
 
-    fn stage(&self, span: usize) -> String {
-        self.spans
-            .get(span)
-            .map_or_else(|| "startup".into(), |s| s.name.clone())
+    pub(super) fn stage(&self, span: usize) -> String {
+        self.ix.stage_name(span).to_string()
     }
 
-    fn module(&self, id: u32) -> String {
-        self.j.module_name(id).to_string()
+    pub(super) fn module(&self, id: u32) -> String {
+        self.ix.module_name(id).to_string()
     }
 
     fn meta(&self, e: &Event, mem: MemKind) -> Meta {
@@ -151,11 +207,10 @@ impl<'a> Replay<'a> {
     }
 
     fn pool(&self, e: &Event) -> Option<(u64, u64)> {
-        use crate::ledger::pools::{pool_of, PoolKey};
         if !matches!(e.owner(), Owner::Torch | Owner::TorchGraphPool) {
             return None;
         }
-        match pool_of(e, &self.named_pools) {
+        match pool_of(e, &self.ix.capture_pools) {
             PoolKey::Default => Some((0, 0)),
             PoolKey::Id(a, b) => Some((a, b)),
             PoolKey::Unknown => None,
@@ -163,7 +218,7 @@ impl<'a> Replay<'a> {
     }
 
     fn history(&mut self, action: Action, addr: u64, bytes: u64, m: &Meta, t_ns: u64) {
-        if m.mem != MemKind::Device || m.device < 0 {
+        if !self.detail.history || m.mem != MemKind::Device || m.device < 0 {
             return;
         }
         let entry = HistoryEntry {
@@ -179,42 +234,113 @@ impl<'a> Replay<'a> {
         self.devs.entry(m.device).or_default().history.push(entry);
     }
 
-    /// Device bytes moved: the held books and the timeline.
-    fn moved(&mut self, dev: i32, owner: Owner, bytes: i64) {
-        self.seen.insert(dev);
-        let clock = self.clock;
-        let st = self.devs.entry(dev).or_default();
-        st.held.add(owner, bytes);
-        st.timeline.push(TimelineSample {
-            t_ns: clock,
-            by_owner: st.held,
+    /// The pending failures' free memory, given the record that follows them.
+    fn follow_failures(&mut self, e: &Event) {
+        let next = samples::reading(e);
+        let passes = matches!(
+            e.kind(),
+            Some(Kind::Live | Kind::Warning | Kind::Module | Kind::NvmlSample)
+        );
+        let mut k = 0;
+        while k < self.pending.len() {
+            let p = &self.pending[k];
+            let free = match next {
+                Some((d, f)) if d == p.device => Some(Some(f)),
+                Some(_) => None,
+                None if passes => None,
+                None => Some(p.fallback),
+            };
+            match free {
+                Some(free) => {
+                    let p = self.pending.swap_remove(k);
+                    self.settle(p, free);
+                }
+                None => k += 1,
+            }
+        }
+    }
+
+    fn settle(&mut self, p: Pending, free: Option<u64>) {
+        if let Some(f) = self
+            .devs
+            .get_mut(&p.device)
+            .and_then(|st| st.failures.get_mut(p.slot))
+        {
+            f.free_bytes = free;
+            if self.oom.as_ref().is_some_and(|o| o.index == f.index) {
+                self.oom = Some(f.clone());
+            }
+        }
+    }
+
+    /// The failed allocation `e` (record `i`); its free memory is settled later.
+    fn failure(&mut self, e: &Event, r: &Rec<'_>) {
+        let device = e.device;
+        let f = Failure {
+            device,
+            requested_bytes: e.size,
+            owner: e.owner(),
+            module: self.module(e.module),
+            api: e
+                .api()
+                .map_or_else(|| format!("api_{}", e.api), |a| a.name().to_string()),
+            result: e.result,
+            stage: self.stage(r.span),
+            t_ns: e.t_ns,
+            clock_ns: r.clock.max(e.t_ns),
+            index: r.index,
+            free_bytes: None,
+        };
+        let fallback = self.free_now(device, r);
+        if self.plan.oom_index == Some(r.index) {
+            self.oom = Some(f.clone());
+        }
+        let st = self.devs.entry(device).or_default();
+        st.failures.push(f);
+        let slot = st.failures.len() - 1;
+        self.pending.push(Pending {
+            device,
+            slot,
+            fallback,
         });
     }
 
-    pub(super) fn step(&mut self, i: usize, e: &Event) {
+    /// Free memory now: the last reading corrected by the hooked bytes moved since.
+    pub(super) fn free_now(&self, device: i32, now: &impl HeldNow) -> Option<u64> {
+        let st = self.devs.get(&device)?;
+        let &(_, free, hooked) = st.readings.last()?;
+        Some(samples::derived_free(free, hooked, now.hooked(device)))
+    }
+
+    fn step(&mut self, r: &Rec<'_>) {
+        let e = r.e;
+        let i = r.index;
         self.index = i;
-        self.clock = self.clock.max(e.t_ns);
-        self.clock_at.push(self.clock);
-        while self
-            .spans
-            .get(self.span + 1)
-            .is_some_and(|next| next.index <= i)
-        {
-            self.span += 1;
+        self.span = r.span;
+        if i == 0 {
+            self.clock0 = Some(r.clock);
         }
-        let Some(kind) = e.kind() else {
+        if let Some(s) = r.boundary {
+            self.span_clock[s] = Some(r.clock);
+        }
+        let Some(kind) = r.kind else {
             return;
         };
-        if let Some((dev, free)) = reading(e) {
+        if i < self.last {
+            self.capture_window(kind, e, i);
+        }
+        if let Some((dev, free)) = samples::reading(e) {
             self.seen.insert(dev);
-            let clock = self.clock;
+            let hooked = r.hooked(dev);
+            let keep_all = self.detail.timeline;
             let st = self.devs.entry(dev).or_default();
-            let hooked = st.held.hooked();
-            st.readings.push((clock, free, hooked));
+            if !keep_all {
+                st.readings.clear();
+            }
+            st.readings.push((r.clock, free, hooked));
         }
         if kind == Kind::Context && e.device >= 0 && e.size > 0 && e.result == 0 {
-            let span = self.span;
-            let stage = self.stage(span);
+            let stage = self.stage(r.span);
             let st = self.devs.entry(e.device).or_default();
             match &mut st.context {
                 Some(c) => c.bytes = c.bytes.saturating_add(e.size),
@@ -224,412 +350,78 @@ impl<'a> Replay<'a> {
                         stage,
                         t_ns: e.t_ns,
                     });
-                    st.context_span = span;
+                    st.context_span = r.span;
                 }
             }
-            self.moved(e.device, Owner::Context, e.size as i64);
         }
         if kind == Kind::AllocFailed && e.result == CUDA_ERROR_OUT_OF_MEMORY {
-            if let Some(f) = self.failure(e, i) {
-                self.devs.entry(f.device).or_default().failures.push(f);
-            }
+            self.failure(e, r);
         }
-        let ok = e.result == 0;
-        // Before the books change: what this record ends.
-        if ok {
-            match kind {
-                Kind::Alloc if !is_async(e.api()) => {
-                    if let Some(old) = self.blocks.remove(&e.addr) {
-                        self.history(Action::Free, e.addr, old.size, &old, e.t_ns);
-                    }
-                }
-                Kind::VmmMap => self.unmap_range(e.addr, 1, e.t_ns),
-                Kind::VmmUnmap | Kind::IpcClose => self.unmap_range(e.addr, e.size.max(1), e.t_ns),
-                _ => {}
-            }
+        if e.result == 0 {
+            self.mirror(kind, e, r);
         }
-        let delta = self.books.apply(e);
-        if ok {
-            self.mirror(kind, e);
-        }
-        if let Some(d) = delta {
-            if d.mem == MemKind::Device && d.device >= 0 {
-                self.moved(d.device, d.owner, d.bytes);
+        if let (Some(m), Some(held)) = (r.moved, r.held()) {
+            self.seen.insert(m.device);
+            let st = self.devs.entry(m.device).or_default();
+            if self.detail.timeline {
+                st.timeline.push(TimelineSample {
+                    t_ns: r.clock,
+                    by_owner: held.by_owner,
+                });
             }
         }
     }
 
-    /// Forgets a handle the books dropped.
-    fn forget_if_dropped(&mut self, handle: u64) {
-        if self.books.handle_info(handle).is_none() {
-            self.handles.remove(&handle);
+    /// Whether the walk can stop: every point captured, every failure's free memory settled.
+    fn done(&self, taken: usize) -> bool {
+        taken > self.last && self.pending.is_empty()
+    }
+}
+
+/// Hooked totals per device at some moment of the replay.
+pub(super) trait HeldNow {
+    fn hooked(&self, device: i32) -> i64;
+}
+
+impl HeldNow for Rec<'_> {
+    fn hooked(&self, device: i32) -> i64 {
+        self.devices.get(device).map_or(0, |h| h.by_owner.hooked())
+    }
+}
+
+impl HeldNow for Now<'_> {
+    fn hooked(&self, device: i32) -> i64 {
+        self.devices.get(device).map_or(0, |h| h.by_owner.hooked())
+    }
+}
+
+impl Observer for Replay<'_> {
+    const BEFORE: bool = true;
+    fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
+        if self.checkpoints.contains(&now.index) {
+            self.capture_at(now);
         }
+        ControlFlow::Continue(())
     }
 
-    /// Removes the mappings that start in `[addr, addr + len)`, with history for shown ones;
-    /// their handles are kept in `unmapped` for [`Self::forget_if_dropped`].
-    fn unmap_range(&mut self, addr: u64, len: u64, t_ns: u64) {
-        let end = addr.saturating_add(len);
-        let gone: Vec<(u64, MapInfo)> = self
-            .mappings
-            .range(addr..end)
-            .map(|(&a, &m)| (a, m))
-            .collect();
-        for (a, m) in gone {
-            self.mappings.remove(&a);
-            self.unmapped.push(m.handle);
-            if m.shown {
-                if let Some(h) = self.handles.get(&m.handle).copied() {
-                    self.history(Action::Unmap, a, m.size, &h, t_ns);
-                }
-            }
+    fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        self.follow_failures(r.e);
+        if r.index <= self.last {
+            self.step(r);
         }
+        if self.done(r.index + 1) {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
     }
 
-    /// Keeps the metadata the live books do not: after a successful record.
-    fn mirror(&mut self, kind: Kind, e: &Event) {
-        match kind {
-            Kind::Alloc => {
-                if is_async(e.api()) {
-                    self.async_addrs.insert(e.addr);
-                } else {
-                    let m = self.meta(e, e.mem());
-                    self.blocks.insert(e.addr, m);
-                    self.history(Action::Alloc, e.addr, e.size, &m, e.t_ns);
-                }
-            }
-            // A stream-ordered free returns nothing physical.
-            Kind::Free if self.async_addrs.remove(&e.addr) => {}
-            Kind::Free => {
-                if let Some(old) = self.blocks.remove(&e.addr) {
-                    self.history(Action::Free, e.addr, old.size, &old, e.t_ns);
-                }
-            }
-            Kind::VmmCreate | Kind::VmmImport if e.handle != 0 => {
-                let mem = if kind == Kind::VmmImport {
-                    MemKind::Peer
-                } else {
-                    e.mem()
-                };
-                let m = self.meta(e, mem);
-                self.handles.insert(e.handle, m);
-                if kind == Kind::VmmImport && e.addr != 0 {
-                    self.mappings.insert(
-                        e.addr,
-                        MapInfo {
-                            handle: e.handle,
-                            size: e.size,
-                            offset: 0,
-                            shown: false,
-                        },
-                    );
-                }
-            }
-            Kind::VmmMap => {
-                // A mapping replaced at the same address keeps its handle's count.
-                self.unmapped.clear();
-                let h = self.handles.get(&e.handle).copied();
-                let live = self.books.handle_info(e.handle).is_some();
-                let shown = live && h.is_some_and(|h| h.mem == MemKind::Device && h.device >= 0);
-                self.mappings.insert(
-                    e.addr,
-                    MapInfo {
-                        handle: e.handle,
-                        size: e.size,
-                        offset: e.arg0,
-                        shown,
-                    },
-                );
-                if let (true, Some(h)) = (shown, h) {
-                    self.history(Action::Map, e.addr, e.size, &h, e.t_ns);
-                }
-            }
-            Kind::VmmRelease => self.forget_if_dropped(e.handle),
-            Kind::VmmUnmap | Kind::IpcClose => {
-                for h in std::mem::take(&mut self.unmapped) {
-                    self.forget_if_dropped(h);
-                }
-            }
-            Kind::VaReserve => {
-                let m = self.meta(e, MemKind::Virtual);
-                self.reservations.insert(e.addr, m);
-            }
-            Kind::VaFree => {
-                self.reservations.remove(&e.addr);
-            }
-            Kind::HostAlloc => {
-                let m = Meta {
-                    device: -1,
-                    ..self.meta(e, MemKind::HostPinned)
-                };
-                self.host.insert(e.addr, m);
-            }
-            Kind::HostFree => {
-                self.host.remove(&e.addr);
-            }
-            Kind::PoolSample => {
-                let new = Meta {
-                    size: e.arg0,
-                    ..self.meta(e, MemKind::Device)
-                };
-                match self.pools.get_mut(&e.handle) {
-                    // A pool that grew was allocated (again) now; one that shrank was not.
-                    Some(old) if new.size <= old.size => {
-                        *old = Meta {
-                            span: old.span,
-                            t_ns: old.t_ns,
-                            ..new
-                        };
-                    }
-                    _ => {
-                        self.pools.insert(e.handle, new);
-                    }
-                }
-            }
-            Kind::PoolDestroy => {
-                self.pools.remove(&e.handle);
-            }
-            _ => {}
+    fn end(&mut self, now: &Now<'_>) {
+        if self.checkpoints.contains(&now.index) {
+            self.capture_at(now);
         }
-    }
-
-    /// The failed allocation `e` (record `i`), with the free memory of its device then.
-    pub(super) fn failure(&self, e: &Event, i: usize) -> Option<Failure> {
-        if e.kind() != Some(Kind::AllocFailed) {
-            return None;
+        for p in std::mem::take(&mut self.pending) {
+            let free = p.fallback;
+            self.settle(p, free);
         }
-        let device = e.device;
-        // The shim samples free memory right after a failure: take that reading if one
-        // comes before anything else moves.
-        let mut free = None;
-        for later in &self.j.events[i + 1..] {
-            if let Some((d, f)) = reading(later) {
-                if d == device {
-                    free = Some(f);
-                    break;
-                }
-                continue;
-            }
-            match later.kind() {
-                Some(Kind::Live | Kind::Warning | Kind::Module | Kind::NvmlSample) => {}
-                _ => break,
-            }
-        }
-        if free.is_none() {
-            free = self.free_now(device);
-        }
-        Some(Failure {
-            device,
-            requested_bytes: e.size,
-            owner: e.owner(),
-            module: self.module(e.module),
-            api: e
-                .api()
-                .map_or_else(|| format!("api_{}", e.api), |a| a.name().to_string()),
-            result: e.result,
-            stage: self.stage(self.span_of(i)),
-            t_ns: e.t_ns,
-            clock_ns: self.clock.max(e.t_ns),
-            index: i,
-            free_bytes: free,
-        })
-    }
-
-    fn span_of(&self, i: usize) -> usize {
-        self.spans
-            .partition_point(|s| s.index <= i)
-            .saturating_sub(1)
-    }
-
-    /// Free memory now: the last reading corrected by the hooked bytes moved since.
-    fn free_now(&self, device: i32) -> Option<u64> {
-        let st = self.devs.get(&device)?;
-        let &(_, free, hooked) = st.readings.last()?;
-        let now = st.held.hooked();
-        let free = free as i128 - (now as i128 - hooked as i128);
-        Some(free.clamp(0, u64::MAX as i128) as u64)
-    }
-
-    /// The current mappings of each handle, in address order (one pass over the mappings).
-    fn mappings_by_handle(&self) -> HashMap<u64, Vec<(u64, MapInfo)>> {
-        let mut out: HashMap<u64, Vec<(u64, MapInfo)>> = HashMap::new();
-        for (&a, &mi) in &self.mappings {
-            out.entry(mi.handle).or_default().push((a, mi));
-        }
-        out
-    }
-
-    /// An item; for a VMM handle, `maps` are its mappings (device memory: those in the
-    /// history only, so that memory_viz segments match its trace).
-    fn item(&self, kind: ItemKind, key: u64, m: &Meta, size: u64, maps: &[(u64, MapInfo)]) -> Item {
-        let (address, handle) = match kind {
-            ItemKind::Alloc | ItemKind::Host => (Some(key), None),
-            ItemKind::Vmm | ItemKind::Pool => (None, Some(key)),
-        };
-        let device_mem = m.mem == MemKind::Device;
-        let mappings = maps
-            .iter()
-            .filter(|(_, mi)| mi.shown || !device_mem)
-            .map(|&(a, mi)| Mapping {
-                address: a,
-                bytes: mi.size,
-                offset: mi.offset,
-            })
-            .collect();
-        Item {
-            kind,
-            address,
-            handle,
-            device: m.device,
-            bytes: size,
-            owner: m.owner,
-            mem: m.mem,
-            module: self.module(m.module),
-            stage: self.stage(m.span),
-            t_ns: m.t_ns,
-            mappings,
-            pool: m.pool,
-        }
-    }
-
-    /// Live items of the cuMemAlloc family and VMM (from the books, with their metadata).
-    fn live(&self) -> Vec<(Item, usize)> {
-        let mut out = Vec::new();
-        let maps = self.mappings_by_handle();
-        for (key, is_vmm, device, owner, mem, size, module) in self.books.live_items() {
-            let known = if is_vmm {
-                self.handles.get(&key)
-            } else {
-                self.blocks.get(&key)
-            };
-            let fallback = Meta {
-                device,
-                size,
-                owner,
-                mem,
-                module,
-                span: 0,
-                t_ns: 0,
-                pool: None,
-            };
-            let m = Meta {
-                device,
-                owner,
-                mem,
-                module,
-                ..known.copied().unwrap_or(fallback)
-            };
-            let kind = if is_vmm {
-                ItemKind::Vmm
-            } else {
-                ItemKind::Alloc
-            };
-            let mine = if is_vmm {
-                maps.get(&key).map_or(&[][..], Vec::as_slice)
-            } else {
-                &[]
-            };
-            out.push((self.item(kind, key, &m, size, mine), m.span));
-        }
-        out
-    }
-
-    /// Captures device `dev` now.
-    pub(super) fn capture(&mut self, dev: i32, point: Point, peak: Option<i64>) -> DeviceSnapshot {
-        let mut allocations: Vec<(Item, usize)> = self
-            .live()
-            .into_iter()
-            .filter(|(it, _)| it.device == dev && it.mem == MemKind::Device)
-            .collect();
-        let mut pools: Vec<(u64, Meta)> = self
-            .pools
-            .iter()
-            .filter(|(_, m)| m.device == dev && m.size > 0)
-            .map(|(&h, &m)| (h, m))
-            .collect();
-        pools.sort_by_key(|(h, _)| *h);
-        for (h, m) in pools {
-            allocations.push((self.item(ItemKind::Pool, h, &m, m.size, &[]), m.span));
-        }
-        let st = self.devs.entry(dev).or_default();
-        let mut per_span: BTreeMap<usize, OwnerBytes> = BTreeMap::new();
-        for (it, span) in &allocations {
-            per_span
-                .entry(*span)
-                .or_default()
-                .add(it.owner, it.bytes as i64);
-        }
-        if let Some(c) = &st.context {
-            per_span
-                .entry(st.context_span)
-                .or_default()
-                .add(Owner::Context, c.bytes as i64);
-        }
-        let by_owner = st.held;
-        let context = st.context.clone();
-        self.cuts.insert(
-            dev,
-            Cut {
-                history: st.history.len(),
-                timeline: st.timeline.len(),
-                readings: st.readings.len(),
-                failures: st.failures.len(),
-            },
-        );
-        let free_bytes = self.free_now(dev);
-        DeviceSnapshot {
-            device: dev,
-            point,
-            peak_bytes: peak,
-            by_owner,
-            by_stage: per_span
-                .into_iter()
-                .map(|(span, by_owner)| StageTotal {
-                    stage: self.stage(span),
-                    by_owner,
-                })
-                .collect(),
-            context,
-            free_bytes,
-            allocations: allocations.into_iter().map(|(it, _)| it).collect(),
-            history: Vec::new(),
-            timeline: Vec::new(),
-            free_readings: Vec::new(),
-            failures: Vec::new(),
-        }
-    }
-
-    /// The process's own books now: pinned host, managed, peer, virtual.
-    pub(super) fn process_books(&self) -> ProcessBooks {
-        let mut host_pinned = Vec::new();
-        let mut managed = Vec::new();
-        let mut peer = Vec::new();
-        for (it, _) in self.live() {
-            match it.mem {
-                MemKind::HostPinned => host_pinned.push(it),
-                MemKind::Managed => managed.push(it),
-                MemKind::Peer => peer.push(it),
-                MemKind::Device | MemKind::Virtual => {}
-            }
-        }
-        let mut host: Vec<(u64, Meta)> = self.host.iter().map(|(&a, &m)| (a, m)).collect();
-        host.sort_by_key(|(a, _)| *a);
-        for (a, m) in host {
-            host_pinned.push(self.item(ItemKind::Host, a, &m, m.size, &[]));
-        }
-        let reservations = self
-            .reservations
-            .iter()
-            .map(|(&a, m)| Reservation {
-                address: a,
-                bytes: m.size,
-                device: m.device,
-                owner: m.owner,
-                module: self.module(m.module),
-                stage: self.stage(m.span),
-                t_ns: m.t_ns,
-            })
-            .collect();
-        (host_pinned, managed, peer, reservations)
     }
 }

@@ -20,6 +20,7 @@ macro_rules! tagged {
                 match self { $($ty::$variant => $name,)* }
             }
             /// The value with this number, if any.
+            #[inline]
             pub fn from_repr(n: $repr) -> Option<$ty> {
                 match n { $($num => Some($ty::$variant),)* _ => None }
             }
@@ -265,14 +266,17 @@ pub struct Event {
 
 impl Event {
     /// The kind, if this reader knows it.
+    #[inline]
     pub fn kind(&self) -> Option<Kind> {
         Kind::from_repr(self.kind)
     }
     /// The owner, if known.
+    #[inline]
     pub fn owner(&self) -> Owner {
         Owner::from_repr(self.owner).unwrap_or(Owner::None)
     }
     /// The memory kind.
+    #[inline]
     pub fn mem(&self) -> MemKind {
         MemKind::from_repr(self.mem).unwrap_or(MemKind::Device)
     }
