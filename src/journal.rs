@@ -190,10 +190,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
 /// Decodes journal bytes, handing each event to `each` in file order instead of keeping it
 /// (the same events [`parse`] keeps, under the same policy); stops where `each` breaks. The
 /// journal returned holds the header, modules, stage names, warnings and damage, no events.
-pub fn parse_each(
+pub fn parse_each<F: FnMut(Event) -> ControlFlow<()> + ?Sized>(
     path: &Path,
     bytes: &[u8],
-    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    each: &mut F,
 ) -> Result<Journal, ReadError> {
     let mut j = Journal {
         path: path.to_path_buf(),
@@ -334,21 +334,36 @@ impl Journal {
 
     /// An event as this reader keeps it: an implausible device read as unknown; module and
     /// stage names noted.
+    #[inline]
     pub(crate) fn admit(&mut self, mut e: Event) -> Event {
         if !(-1..=MAX_DEVICE).contains(&e.device) {
-            if !self
-                .warnings
-                .iter()
-                .any(|w| w.contains("implausible device"))
-            {
-                self.warnings.push(format!(
-                    "{}: a record names an implausible device ordinal {}; read as unknown",
-                    self.path.display(),
-                    e.device
-                ));
-            }
-            e.device = -1;
+            self.implausible_device(&mut e);
         }
+        // Most records are neither: compare the raw tag before decoding the kind.
+        if e.kind == Kind::Module as u16 || e.kind == Kind::Stage as u16 {
+            self.note_name(&e);
+        }
+        e
+    }
+
+    #[cold]
+    fn implausible_device(&mut self, e: &mut Event) {
+        if !self
+            .warnings
+            .iter()
+            .any(|w| w.contains("implausible device"))
+        {
+            self.warnings.push(format!(
+                "{}: a record names an implausible device ordinal {}; read as unknown",
+                self.path.display(),
+                e.device
+            ));
+        }
+        e.device = -1;
+    }
+
+    /// A module or stage record's name.
+    fn note_name(&mut self, e: &Event) {
         match e.kind() {
             Some(Kind::Module) => {
                 self.modules.insert(e.module, e.text.clone());
@@ -359,7 +374,6 @@ impl Journal {
             }
             _ => {}
         }
-        e
     }
 }
 

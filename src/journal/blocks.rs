@@ -16,7 +16,9 @@ use super::Journal;
 const MAX_TEMPLATE_JUMP: usize = 1 << 16;
 
 /// Where decoded events go: kept in the journal, or handed on (which may stop the reading).
-pub(crate) type Sink<'s> = dyn FnMut(&mut Journal, Event) -> ControlFlow<()> + 's;
+/// Generic, so a replay's per-record work inlines into the decoding loop.
+pub(crate) trait Sink: FnMut(&mut Journal, Event) -> ControlFlow<()> {}
+impl<S: FnMut(&mut Journal, Event) -> ControlFlow<()> + ?Sized> Sink for S {}
 
 /// The sink that keeps every event in the journal.
 pub(crate) fn keep(j: &mut Journal, e: Event) -> ControlFlow<()> {
@@ -42,12 +44,13 @@ impl Decoder {
     }
 
     /// Applies one record to `j`, handing its event (if any) to `sink`.
-    pub fn item_to(
+    #[inline]
+    pub fn item_to<S: Sink + ?Sized>(
         &mut self,
         j: &mut Journal,
         item: Item<'_>,
         base: usize,
-        sink: &mut Sink<'_>,
+        sink: &mut S,
     ) -> ControlFlow<()> {
         match item {
             Item::Frame { at, kind, payload } => {
@@ -97,13 +100,13 @@ impl Decoder {
         ControlFlow::Continue(())
     }
 
-    fn frame(
+    fn frame<S: Sink + ?Sized>(
         &mut self,
         j: &mut Journal,
         at: usize,
         kind: u16,
         payload: &[u8],
-        sink: &mut Sink<'_>,
+        sink: &mut S,
     ) -> ControlFlow<()> {
         if kind == Kind::Header as u16 {
             match Header::decode(payload) {
@@ -175,11 +178,11 @@ impl Decoder {
 /// Decodes a journal of format 2 into `j` (preamble already checked), handing each event to
 /// `each` (after [`Journal::admit`]); stops where `each` breaks. The blocks are walked as
 /// [`walk::walk`] walks them.
-pub(crate) fn parse(
+pub(crate) fn parse<F: FnMut(Event) -> ControlFlow<()> + ?Sized>(
     path: &Path,
     bytes: &[u8],
     j: &mut Journal,
-    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    each: &mut F,
 ) {
     let mut d = Decoder::default();
     let mut sink = |j: &mut Journal, e: Event| each(j.admit(e));

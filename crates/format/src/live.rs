@@ -100,6 +100,7 @@ pub struct LiveBooks {
     pools: AddrMap<Block>,
     // Few distinct keys (devices × owners × kinds): a short list beats any map.
     totals: Vec<((i32, Owner, MemKind), u64)>,
+    last_total: usize, // the entry of `totals` the last change went to
     /// Frees, releases and unmaps of things these books never saw allocated.
     pub unknown_frees: u64,
 }
@@ -121,14 +122,17 @@ impl LiveBooks {
 
     fn add(&mut self, b: &Block, sign: i64) -> Delta {
         let key = (b.device, b.owner, b.mem);
-        let i = match self.totals.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                self.totals.push((key, 0));
-                self.totals.len() - 1
-            }
-        };
-        let slot = &mut self.totals[i].1;
+        let hit = self.totals.get(self.last_total).map(|t| t.0);
+        if hit != Some(key) {
+            self.last_total = match self.totals.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    self.totals.push((key, 0));
+                    self.totals.len() - 1
+                }
+            };
+        }
+        let slot = &mut self.totals[self.last_total].1;
         if sign > 0 {
             *slot = slot.saturating_add(b.size);
         } else {
@@ -313,15 +317,12 @@ impl LiveBooks {
             }
             Kind::VmmUnmap | Kind::IpcClose => {
                 let end = e.addr.saturating_add(e.size.max(1));
-                let gone: Vec<u64> = self.mappings.range(e.addr..end).map(|(&a, _)| a).collect();
-                if gone.is_empty() {
+                if self.mappings.range(e.addr..end).next().is_none() {
                     self.unknown_frees += 1;
                 }
                 let mut out: Option<Delta> = None;
-                for addr in gone {
-                    let Some((handle, _)) = self.mappings.remove(&addr) else {
-                        continue;
-                    };
+                while let Some((&addr, &(handle, _))) = self.mappings.range(e.addr..end).next() {
+                    self.mappings.remove(&addr); // lowest first, no list per event
                     let drop = match self.handles.get_mut(&handle) {
                         Some(p) => {
                             p.maps = p.maps.saturating_sub(1);
