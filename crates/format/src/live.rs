@@ -100,7 +100,7 @@ pub struct LiveBooks {
     pools: AddrMap<Block>,
     // Few distinct keys (devices × owners × kinds): a short list beats any map.
     totals: Vec<((i32, Owner, MemKind), u64)>,
-    last_total: usize, // the entry of `totals` the last change went to
+    last_total: [usize; 8], // per owner, the entry of `totals` its last change went to
     /// Frees, releases and unmaps of things these books never saw allocated.
     pub unknown_frees: u64,
 }
@@ -122,9 +122,9 @@ impl LiveBooks {
 
     fn add(&mut self, b: &Block, sign: i64) -> Delta {
         let key = (b.device, b.owner, b.mem);
-        let hit = self.totals.get(self.last_total).map(|t| t.0);
-        if hit != Some(key) {
-            self.last_total = match self.totals.iter().position(|(k, _)| *k == key) {
+        let hint = &mut self.last_total[b.owner as usize & 7];
+        if self.totals.get(*hint).map(|t| t.0) != Some(key) {
+            *hint = match self.totals.iter().position(|(k, _)| *k == key) {
                 Some(i) => i,
                 None => {
                     self.totals.push((key, 0));
@@ -132,7 +132,7 @@ impl LiveBooks {
                 }
             };
         }
-        let slot = &mut self.totals[self.last_total].1;
+        let slot = &mut self.totals[*hint].1;
         if sign > 0 {
             *slot = slot.saturating_add(b.size);
         } else {
