@@ -179,8 +179,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
         _ => 28,
     };
     let mut events = Vec::with_capacity(bytes.len() / per);
-    let mut j = parse_each(path, bytes, &mut |e| {
-        events.push(e);
+    let mut j = parse_each(path, bytes, &mut |e: &mut Event| {
+        events.push(std::mem::take(e));
         ControlFlow::Continue(())
     })?;
     j.events = events;
@@ -190,7 +190,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
 /// Decodes journal bytes, handing each event to `each` in file order instead of keeping it
 /// (the same events [`parse`] keeps, under the same policy); stops where `each` breaks. The
 /// journal returned holds the header, modules, stage names, warnings and damage, no events.
-pub fn parse_each<F: FnMut(Event) -> ControlFlow<()> + ?Sized>(
+pub fn parse_each<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     path: &Path,
     bytes: &[u8],
     each: &mut F,
@@ -249,9 +249,9 @@ pub fn parse_each<F: FnMut(Event) -> ControlFlow<()> + ?Sized>(
                     continue;
                 }
                 match Event::decode(kind, payload) {
-                    Some(e) => {
-                        let e = j.admit(e);
-                        if each(e).is_break() {
+                    Some(mut e) => {
+                        j.admit(&mut e);
+                        if each(&mut e).is_break() {
                             return Ok(j);
                         }
                     }
@@ -327,23 +327,22 @@ fn resync(bytes: &[u8], from: usize) -> Option<usize> {
 pub const MAX_DEVICE: i32 = 4095;
 
 impl Journal {
-    pub(crate) fn take(&mut self, e: Event) {
-        let e = self.admit(e);
+    pub(crate) fn take(&mut self, mut e: Event) {
+        self.admit(&mut e);
         self.events.push(e);
     }
 
     /// An event as this reader keeps it: an implausible device read as unknown; module and
     /// stage names noted.
     #[inline]
-    pub(crate) fn admit(&mut self, mut e: Event) -> Event {
+    pub(crate) fn admit(&mut self, e: &mut Event) {
         if !(-1..=MAX_DEVICE).contains(&e.device) {
-            self.implausible_device(&mut e);
+            self.implausible_device(e);
         }
         // Most records are neither: compare the raw tag before decoding the kind.
         if e.kind == Kind::Module as u16 || e.kind == Kind::Stage as u16 {
-            self.note_name(&e);
+            self.note_name(e);
         }
-        e
     }
 
     #[cold]

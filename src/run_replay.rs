@@ -67,7 +67,7 @@ impl Records for Stream {
     fn walk<F: FnMut(&Event) -> ControlFlow<()>>(&self, mut f: F) {
         let mut broke = false;
         let walked = journal::parse_each(&self.path, &self.bytes, &mut |e| {
-            let flow = f(&e);
+            let flow = f(e);
             broke = flow.is_break();
             flow
         });

@@ -17,12 +17,13 @@ const MAX_TEMPLATE_JUMP: usize = 1 << 16;
 
 /// Where decoded events go: kept in the journal, or handed on (which may stop the reading).
 /// Generic, so a replay's per-record work inlines into the decoding loop.
-pub(crate) trait Sink: FnMut(&mut Journal, Event) -> ControlFlow<()> {}
-impl<S: FnMut(&mut Journal, Event) -> ControlFlow<()> + ?Sized> Sink for S {}
+/// The event is lent (a sink that keeps it takes it), so no copy of it is made per record.
+pub(crate) trait Sink: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> {}
+impl<S: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> + ?Sized> Sink for S {}
 
 /// The sink that keeps every event in the journal.
-pub(crate) fn keep(j: &mut Journal, e: Event) -> ControlFlow<()> {
-    j.take(e);
+pub(crate) fn keep(j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
+    j.take(std::mem::take(e));
     ControlFlow::Continue(())
 }
 
@@ -57,7 +58,7 @@ impl Decoder {
                 return self.frame(j, base + at, kind, payload, sink)
             }
             Item::Compact { at, fields } => match self.templates.get(fields.template as usize) {
-                Some(Some(t)) => return sink(j, compact::event(&fields, t, self.base)),
+                Some(Some(t)) => return sink(j, &mut compact::event(&fields, t, self.base)),
                 _ => {
                     self.orphans += 1;
                     if self.orphans == 1 {
@@ -152,7 +153,7 @@ impl Decoder {
             return ControlFlow::Continue(());
         }
         match Event::decode(kind, payload) {
-            Some(e) => return sink(j, e),
+            Some(mut e) => return sink(j, &mut e),
             None => j.warnings.push(format!(
                 "{}: record at offset {at} is too short for its kind",
                 j.path.display()
@@ -178,14 +179,17 @@ impl Decoder {
 /// Decodes a journal of format 2 into `j` (preamble already checked), handing each event to
 /// `each` (after [`Journal::admit`]); stops where `each` breaks. The blocks are walked as
 /// [`walk::walk`] walks them.
-pub(crate) fn parse<F: FnMut(Event) -> ControlFlow<()> + ?Sized>(
+pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     path: &Path,
     bytes: &[u8],
     j: &mut Journal,
     each: &mut F,
 ) {
     let mut d = Decoder::default();
-    let mut sink = |j: &mut Journal, e: Event| each(j.admit(e));
+    let mut sink = |j: &mut Journal, e: &mut Event| {
+        j.admit(e);
+        each(e)
+    };
     let mut k = 0;
     'blocks: while let Some(b) = walk::block(bytes, k) {
         let (area, skip, last) = (b.data.clone(), b.state == BlockState::Corrupt, b.last);
