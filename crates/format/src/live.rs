@@ -15,8 +15,9 @@
 //! unknown free is ignored and counted), and knows nothing about stages.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
+pub use crate::addr_hash::AddrHasher;
 use crate::record::{Event, Kind, MemKind, Owner};
 use crate::Api;
 
@@ -64,26 +65,6 @@ struct Phys {
     block: Block,
     refs: u32,
     maps: u32,
-}
-
-/// A fast hasher for addresses and handles (they are already well spread; SipHash's
-/// resistance to chosen keys buys nothing here and costs a third of a replay).
-#[derive(Default, Clone, Copy)]
-pub struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ (v >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        self.0 ^= self.0 >> 32;
-    }
 }
 
 type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
