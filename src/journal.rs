@@ -13,6 +13,7 @@
 //! whole (damage); format 1 (older journals) checks one per record.
 
 pub(crate) mod blocks;
+pub use blocks::BlockViews;
 pub mod follow;
 mod follow_blocks;
 
@@ -195,6 +196,17 @@ pub fn parse_each<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     bytes: &[u8],
     each: &mut F,
 ) -> Result<Journal, ReadError> {
+    parse_each_in(path, bytes, &BlockViews::default(), each)
+}
+
+/// [`parse_each`] of bytes walked before: `views` keeps their blocks' seals as checked by
+/// the first walk through them all (the same bytes, always).
+pub fn parse_each_in<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
+    path: &Path,
+    bytes: &[u8],
+    views: &BlockViews,
+    each: &mut F,
+) -> Result<Journal, ReadError> {
     let mut j = Journal {
         path: path.to_path_buf(),
         ..Journal::default()
@@ -202,7 +214,7 @@ pub fn parse_each<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     match check_preamble(bytes) {
         PreambleCheck::Ok(1) => {}
         PreambleCheck::Ok(_) => {
-            blocks::parse(path, bytes, &mut j, each);
+            blocks::parse(path, bytes, views, &mut j, each);
             return Ok(j);
         }
         // Version 0 was never written: a damaged preamble, not a newer format.

@@ -3,6 +3,7 @@
 //! committed record. [`Decoder`] turns records into events (templates, the time base), shared
 //! by the full reader and the follower.
 
+use std::cell::OnceCell;
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -176,12 +177,18 @@ impl Decoder {
     }
 }
 
+/// The blocks of one journal's bytes as [`walk::block`] reads them, kept once a walk went
+/// through them all, so later walks of the same bytes check no seal again.
+#[derive(Debug, Default)]
+pub struct BlockViews(OnceCell<Vec<BlockView>>);
+
 /// Decodes a journal of format 2 into `j` (preamble already checked), handing each event to
 /// `each` (after [`Journal::admit`]); stops where `each` breaks. The blocks are walked as
-/// [`walk::walk`] walks them.
+/// [`walk::walk`] walks them (as `views` kept them, when a walk of these bytes kept them).
 pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     path: &Path,
     bytes: &[u8],
+    views: &BlockViews,
     j: &mut Journal,
     each: &mut F,
 ) {
@@ -190,8 +197,24 @@ pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
         j.admit(e);
         each(e)
     };
+    let kept = views.0.get();
+    let mut seen = Vec::new();
+    let mut whole = true;
     let mut k = 0;
-    'blocks: while let Some(b) = walk::block(bytes, k) {
+    'blocks: loop {
+        let b = match kept {
+            Some(v) => match v.get(k) {
+                Some(b) => b.clone(),
+                None => break,
+            },
+            None => match walk::block(bytes, k) {
+                Some(b) => b,
+                None => break,
+            },
+        };
+        if kept.is_none() {
+            seen.push(b.clone());
+        }
         let (area, skip, last) = (b.data.clone(), b.state == BlockState::Corrupt, b.last);
         d.block(j, &b, 0);
         if !skip {
@@ -200,6 +223,7 @@ pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
                     continue;
                 }
                 if d.item_to(j, item, 0, &mut sink).is_break() {
+                    whole = false;
                     break 'blocks;
                 }
             }
@@ -208,6 +232,9 @@ pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
             break;
         }
         k += 1;
+    }
+    if kept.is_none() && whole {
+        let _ = views.0.set(seen);
     }
     if !d.header_seen {
         j.corrupt = true;
