@@ -13,10 +13,10 @@ use std::ops::ControlFlow;
 
 use vramledger_format::{Api, Event, Kind, MemKind, Owner};
 
+use super::device::{self, DeviceBooks, LivePeak, ModuleRow, Peak};
 use super::index::Index;
 use super::owners::OwnerBytes;
 use super::peaks::PeakAt;
-use super::process::{DeviceBooks, LivePeak, ModuleRow, Peak};
 use super::replay::{Now, Observer, Rec};
 use super::samples::{self, Reading, SpanReadings};
 
@@ -257,7 +257,7 @@ fn device_books(d: DevState, held: OwnerBytes, before: Option<u64>, ix: &Index) 
         bounds[0] = (Some(before), samples::Source::Sample);
     }
     let end = d.readings.at_end(hooked_end);
-    let stages = super::process::stage_rows(&d.by_owner, &bounds, end, ix);
+    let stages = device::stage_rows(&d.by_owner, &bounds, end, ix);
     let mut by_id = d.modules;
     by_id.sort_by_key(|m| m.id);
     let mut modules: Vec<ModuleRow> = by_id

@@ -13,6 +13,7 @@
 pub mod books;
 pub mod boundaries;
 pub mod cross_rank;
+pub mod device;
 pub mod index;
 pub mod owners;
 pub mod peaks;

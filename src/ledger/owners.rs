@@ -2,16 +2,27 @@
 
 use vramledger_format::Owner;
 
-/// The owner keys a report shows, in order (exactly these, always all of them).
-pub const REPORT_OWNERS: [Owner; 7] = [
+/// The owners the hooks name, and the measured context, in report order.
+pub const MEASURED_OWNERS: [Owner; 6] = [
     Owner::Torch,
     Owner::TorchGraphPool,
     Owner::Nccl,
     Owner::Direct,
     Owner::Vmm,
     Owner::Context,
-    Owner::Unattributed,
 ];
+
+/// The owner keys a report shows, in order (exactly these, always all of them): the measured
+/// owners, then what they leave unexplained.
+pub const REPORT_OWNERS: [Owner; 7] = {
+    let mut all = [Owner::Unattributed; 7];
+    let mut i = 0;
+    while i < MEASURED_OWNERS.len() {
+        all[i] = MEASURED_OWNERS[i];
+        i += 1;
+    }
+    all
+};
 
 /// Signed bytes per owner.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -6,13 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use vramledger_format::{LiveBooks, MemKind, Owner};
 
-use super::replay::{Cut, MapInfo, Meta, Replay};
+use super::replay::{Cut, MapInfo, Meta, ProcessBooks, Replay};
 use super::{DeviceSnapshot, Item, ItemKind, Mapping, Point, Reservation, StageTotal};
 use crate::ledger::replay::Now;
 use crate::ledger::OwnerBytes;
-
-/// The process's own books: pinned host, managed, peer, and the reservations.
-pub(super) type ProcessBooks = (Vec<Item>, Vec<Item>, Vec<Item>, Vec<Reservation>);
 
 impl Replay<'_> {
     /// Captures what is due before record `now.index`.

@@ -10,14 +10,7 @@ use crate::ledger::OwnerBytes;
 pub use crate::ledger::index::CUDA_ERROR_OUT_OF_MEMORY;
 
 /// The owners a snapshot shows, in order: every hooked owner and the measured context.
-pub const SNAPSHOT_OWNERS: [Owner; 6] = [
-    Owner::Torch,
-    Owner::TorchGraphPool,
-    Owner::Nccl,
-    Owner::Direct,
-    Owner::Vmm,
-    Owner::Context,
-];
+pub const SNAPSHOT_OWNERS: [Owner; 6] = crate::ledger::owners::MEASURED_OWNERS;
 
 /// Which point in time.
 #[derive(Debug, Clone, PartialEq, Eq)]

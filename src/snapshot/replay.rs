@@ -11,8 +11,8 @@ use vramledger_format::live::AddrHasher;
 use vramledger_format::{Api, Event, Kind, MemKind, Owner};
 
 use super::{
-    Action, ContextHeld, DeviceSnapshot, Failure, HistoryEntry, Point, TimelineSample,
-    CUDA_ERROR_OUT_OF_MEMORY,
+    Action, ContextHeld, DeviceSnapshot, Failure, HistoryEntry, Item, Point, Reservation,
+    TimelineSample, CUDA_ERROR_OUT_OF_MEMORY,
 };
 use crate::ledger::index::Index;
 use crate::ledger::pools::{pool_of, PoolKey};
@@ -23,6 +23,8 @@ mod mirror;
 
 pub(super) type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
 
+/// The process's own books: pinned host, managed, peer, and the reservations.
+pub(super) type ProcessBooks = (Vec<Item>, Vec<Item>, Vec<Item>, Vec<Reservation>);
 /// What a snapshot keeps besides the live allocations at its point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Detail {
@@ -129,7 +131,7 @@ pub(super) struct Replay<'a> {
     pub(super) point_clock: u64,
     /// What the captures took.
     pub(super) devices: Vec<DeviceSnapshot>,
-    pub(super) process_books: Option<super::capture::ProcessBooks>,
+    pub(super) process_books: Option<ProcessBooks>,
     pub(super) oom: Option<Failure>,
     /// Stream-capture windows begun before the last point, in record order.
     pub(super) captures: Vec<super::CaptureWindow>,
