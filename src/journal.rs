@@ -13,6 +13,7 @@
 //! whole (damage); format 1 (older journals) checks one per record.
 
 pub(crate) mod blocks;
+pub use blocks::BlockViews;
 pub mod follow;
 mod follow_blocks;
 
@@ -179,8 +180,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
         _ => 28,
     };
     let mut events = Vec::with_capacity(bytes.len() / per);
-    let mut j = parse_each(path, bytes, &mut |e| {
-        events.push(e);
+    let mut j = parse_each(path, bytes, &mut |e: &mut Event| {
+        events.push(std::mem::take(e));
         ControlFlow::Continue(())
     })?;
     j.events = events;
@@ -190,10 +191,21 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
 /// Decodes journal bytes, handing each event to `each` in file order instead of keeping it
 /// (the same events [`parse`] keeps, under the same policy); stops where `each` breaks. The
 /// journal returned holds the header, modules, stage names, warnings and damage, no events.
-pub fn parse_each(
+pub fn parse_each<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     path: &Path,
     bytes: &[u8],
-    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    each: &mut F,
+) -> Result<Journal, ReadError> {
+    parse_each_in(path, bytes, &BlockViews::default(), each)
+}
+
+/// [`parse_each`] of bytes walked before: `views` keeps their blocks' seals as checked by
+/// the first walk through them all (the same bytes, always).
+pub fn parse_each_in<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
+    path: &Path,
+    bytes: &[u8],
+    views: &BlockViews,
+    each: &mut F,
 ) -> Result<Journal, ReadError> {
     let mut j = Journal {
         path: path.to_path_buf(),
@@ -202,7 +214,7 @@ pub fn parse_each(
     match check_preamble(bytes) {
         PreambleCheck::Ok(1) => {}
         PreambleCheck::Ok(_) => {
-            blocks::parse(path, bytes, &mut j, each);
+            blocks::parse(path, bytes, views, &mut j, each);
             return Ok(j);
         }
         // Version 0 was never written: a damaged preamble, not a newer format.
@@ -249,9 +261,9 @@ pub fn parse_each(
                     continue;
                 }
                 match Event::decode(kind, payload) {
-                    Some(e) => {
-                        let e = j.admit(e);
-                        if each(e).is_break() {
+                    Some(mut e) => {
+                        j.admit(&mut e);
+                        if each(&mut e).is_break() {
                             return Ok(j);
                         }
                     }
@@ -327,28 +339,42 @@ fn resync(bytes: &[u8], from: usize) -> Option<usize> {
 pub const MAX_DEVICE: i32 = 4095;
 
 impl Journal {
-    pub(crate) fn take(&mut self, e: Event) {
-        let e = self.admit(e);
+    pub(crate) fn take(&mut self, mut e: Event) {
+        self.admit(&mut e);
         self.events.push(e);
     }
 
     /// An event as this reader keeps it: an implausible device read as unknown; module and
     /// stage names noted.
-    pub(crate) fn admit(&mut self, mut e: Event) -> Event {
+    #[inline]
+    pub(crate) fn admit(&mut self, e: &mut Event) {
         if !(-1..=MAX_DEVICE).contains(&e.device) {
-            if !self
-                .warnings
-                .iter()
-                .any(|w| w.contains("implausible device"))
-            {
-                self.warnings.push(format!(
-                    "{}: a record names an implausible device ordinal {}; read as unknown",
-                    self.path.display(),
-                    e.device
-                ));
-            }
-            e.device = -1;
+            self.implausible_device(e);
         }
+        // Most records are neither: compare the raw tag before decoding the kind.
+        if e.kind == Kind::Module as u16 || e.kind == Kind::Stage as u16 {
+            self.note_name(e);
+        }
+    }
+
+    #[cold]
+    fn implausible_device(&mut self, e: &mut Event) {
+        if !self
+            .warnings
+            .iter()
+            .any(|w| w.contains("implausible device"))
+        {
+            self.warnings.push(format!(
+                "{}: a record names an implausible device ordinal {}; read as unknown",
+                self.path.display(),
+                e.device
+            ));
+        }
+        e.device = -1;
+    }
+
+    /// A module or stage record's name.
+    fn note_name(&mut self, e: &Event) {
         match e.kind() {
             Some(Kind::Module) => {
                 self.modules.insert(e.module, e.text.clone());
@@ -359,7 +385,6 @@ impl Journal {
             }
             _ => {}
         }
-        e
     }
 }
 

@@ -23,6 +23,8 @@ use crate::timeline::{DeviceTimeline, Timeline};
 pub struct Stream {
     path: PathBuf,
     bytes: Vec<u8>,
+    /// Its blocks, their seals checked once (by the first whole walk).
+    views: journal::BlockViews,
     /// The header as the first records give it (until a whole walk gave the journal's).
     head: Header,
     /// What the first whole walk found: header, modules, warnings, damage (no events).
@@ -41,6 +43,7 @@ impl Stream {
         Ok(Stream {
             path: path.to_path_buf(),
             bytes,
+            views: journal::BlockViews::default(),
             head,
             meta: OnceCell::new(),
         })
@@ -49,8 +52,10 @@ impl Stream {
     /// The journal without its events: header, modules, warnings, damage.
     pub fn meta(&self) -> &Journal {
         self.meta.get_or_init(|| {
-            journal::parse_each(&self.path, &self.bytes, &mut |_| ControlFlow::Continue(()))
-                .unwrap_or_default()
+            journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut |_| {
+                ControlFlow::Continue(())
+            })
+            .unwrap_or_default()
         })
     }
 }
@@ -66,8 +71,8 @@ impl Records for Stream {
 
     fn walk<F: FnMut(&Event) -> ControlFlow<()>>(&self, mut f: F) {
         let mut broke = false;
-        let walked = journal::parse_each(&self.path, &self.bytes, &mut |e| {
-            let flow = f(&e);
+        let walked = journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut |e| {
+            let flow = f(e);
             broke = flow.is_break();
             flow
         });

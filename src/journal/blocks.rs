@@ -3,6 +3,7 @@
 //! committed record. [`Decoder`] turns records into events (templates, the time base), shared
 //! by the full reader and the follower.
 
+use std::cell::OnceCell;
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -16,11 +17,14 @@ use super::Journal;
 const MAX_TEMPLATE_JUMP: usize = 1 << 16;
 
 /// Where decoded events go: kept in the journal, or handed on (which may stop the reading).
-pub(crate) type Sink<'s> = dyn FnMut(&mut Journal, Event) -> ControlFlow<()> + 's;
+/// Generic, so a replay's per-record work inlines into the decoding loop.
+/// The event is lent (a sink that keeps it takes it), so no copy of it is made per record.
+pub(crate) trait Sink: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> {}
+impl<S: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> + ?Sized> Sink for S {}
 
 /// The sink that keeps every event in the journal.
-pub(crate) fn keep(j: &mut Journal, e: Event) -> ControlFlow<()> {
-    j.take(e);
+pub(crate) fn keep(j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
+    j.take(std::mem::take(e));
     ControlFlow::Continue(())
 }
 
@@ -42,19 +46,20 @@ impl Decoder {
     }
 
     /// Applies one record to `j`, handing its event (if any) to `sink`.
-    pub fn item_to(
+    #[inline]
+    pub fn item_to<S: Sink + ?Sized>(
         &mut self,
         j: &mut Journal,
         item: Item<'_>,
         base: usize,
-        sink: &mut Sink<'_>,
+        sink: &mut S,
     ) -> ControlFlow<()> {
         match item {
             Item::Frame { at, kind, payload } => {
                 return self.frame(j, base + at, kind, payload, sink)
             }
             Item::Compact { at, fields } => match self.templates.get(fields.template as usize) {
-                Some(Some(t)) => return sink(j, compact::event(&fields, t, self.base)),
+                Some(Some(t)) => return sink(j, &mut compact::event(&fields, t, self.base)),
                 _ => {
                     self.orphans += 1;
                     if self.orphans == 1 {
@@ -97,13 +102,13 @@ impl Decoder {
         ControlFlow::Continue(())
     }
 
-    fn frame(
+    fn frame<S: Sink + ?Sized>(
         &mut self,
         j: &mut Journal,
         at: usize,
         kind: u16,
         payload: &[u8],
-        sink: &mut Sink<'_>,
+        sink: &mut S,
     ) -> ControlFlow<()> {
         if kind == Kind::Header as u16 {
             match Header::decode(payload) {
@@ -149,7 +154,7 @@ impl Decoder {
             return ControlFlow::Continue(());
         }
         match Event::decode(kind, payload) {
-            Some(e) => return sink(j, e),
+            Some(mut e) => return sink(j, &mut e),
             None => j.warnings.push(format!(
                 "{}: record at offset {at} is too short for its kind",
                 j.path.display()
@@ -172,19 +177,44 @@ impl Decoder {
     }
 }
 
+/// The blocks of one journal's bytes as [`walk::block`] reads them, kept once a walk went
+/// through them all, so later walks of the same bytes check no seal again.
+#[derive(Debug, Default)]
+pub struct BlockViews(OnceCell<Vec<BlockView>>);
+
 /// Decodes a journal of format 2 into `j` (preamble already checked), handing each event to
 /// `each` (after [`Journal::admit`]); stops where `each` breaks. The blocks are walked as
-/// [`walk::walk`] walks them.
-pub(crate) fn parse(
+/// [`walk::walk`] walks them (as `views` kept them, when a walk of these bytes kept them).
+pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     path: &Path,
     bytes: &[u8],
+    views: &BlockViews,
     j: &mut Journal,
-    each: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    each: &mut F,
 ) {
     let mut d = Decoder::default();
-    let mut sink = |j: &mut Journal, e: Event| each(j.admit(e));
+    let mut sink = |j: &mut Journal, e: &mut Event| {
+        j.admit(e);
+        each(e)
+    };
+    let kept = views.0.get();
+    let mut seen = Vec::new();
+    let mut whole = true;
     let mut k = 0;
-    'blocks: while let Some(b) = walk::block(bytes, k) {
+    'blocks: loop {
+        let b = match kept {
+            Some(v) => match v.get(k) {
+                Some(b) => b.clone(),
+                None => break,
+            },
+            None => match walk::block(bytes, k) {
+                Some(b) => b,
+                None => break,
+            },
+        };
+        if kept.is_none() {
+            seen.push(b.clone());
+        }
         let (area, skip, last) = (b.data.clone(), b.state == BlockState::Corrupt, b.last);
         d.block(j, &b, 0);
         if !skip {
@@ -193,6 +223,7 @@ pub(crate) fn parse(
                     continue;
                 }
                 if d.item_to(j, item, 0, &mut sink).is_break() {
+                    whole = false;
                     break 'blocks;
                 }
             }
@@ -201,6 +232,9 @@ pub(crate) fn parse(
             break;
         }
         k += 1;
+    }
+    if kept.is_none() && whole {
+        let _ = views.0.set(seen);
     }
     if !d.header_seen {
         j.corrupt = true;

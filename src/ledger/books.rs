@@ -110,19 +110,25 @@ impl<'a> Books<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn dev(&mut self, device: i32) -> &mut DevState {
         if self.devs.get(self.last).is_none_or(|d| d.device != device) {
-            self.last = match self.devs.iter().position(|d| d.device == device) {
-                Some(i) => i,
-                None => {
-                    self.devs
-                        .push(DevState::new(device, self.ix.boundaries.len()));
-                    self.devs.len() - 1
-                }
-            };
+            self.last = self.find_dev(device);
         }
         &mut self.devs[self.last]
+    }
+
+    /// The index of `device`'s state, made when it has none yet.
+    #[inline(never)]
+    fn find_dev(&mut self, device: i32) -> usize {
+        match self.devs.iter().position(|d| d.device == device) {
+            Some(i) => i,
+            None => {
+                self.devs
+                    .push(DevState::new(device, self.ix.boundaries.len()));
+                self.devs.len() - 1
+            }
+        }
     }
 }
 

@@ -77,18 +77,26 @@ struct Pass {
     maps: BTreeMap<u64, (u64, u64)>,
     /// Few keys: a short list.
     held: Vec<PoolHeld>,
+    /// The entry of `held` the last move went to (most moves repeat it).
+    last: usize,
 }
 
 impl Pass {
     fn moved(&mut self, device: i32, key: PoolKey, bytes: i64, blocks: i64) {
-        let i = match self.held.iter().position(|(k, _)| *k == (device, key)) {
-            Some(i) => i,
-            None => {
-                self.held.push(((device, key), (0, 0, 0)));
-                self.held.len() - 1
-            }
-        };
-        let slot = &mut self.held[i].1;
+        if self
+            .held
+            .get(self.last)
+            .is_none_or(|(k, _)| *k != (device, key))
+        {
+            self.last = match self.held.iter().position(|(k, _)| *k == (device, key)) {
+                Some(i) => i,
+                None => {
+                    self.held.push(((device, key), (0, 0, 0)));
+                    self.held.len() - 1
+                }
+            };
+        }
+        let slot = &mut self.held[self.last].1;
         slot.0 = slot.0.saturating_add(bytes);
         slot.1 = slot.1.max(slot.0);
         slot.2 = slot.2.saturating_add_signed(blocks);

@@ -80,8 +80,9 @@ pub struct Rec<'a> {
     pub boundary: Option<usize>,
     /// The non-decreasing clock at this record.
     pub clock: u64,
-    /// What the live books changed (any kind of memory).
-    pub delta: Option<Delta>,
+    /// What the live books changed (any kind of memory). Lent, not copied: read field by
+    /// field right after the books wrote it, where a copy of the whole stalled each record.
+    pub delta: Option<&'a Delta>,
     /// Device memory moved.
     pub moved: Option<Moved>,
     /// The books and the devices after this record.
@@ -254,7 +255,7 @@ pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBook
             span,
             boundary,
             clock,
-            delta,
+            delta: delta.as_ref(),
             moved,
             books: &books,
             devices: &devices,

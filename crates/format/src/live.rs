@@ -15,8 +15,9 @@
 //! unknown free is ignored and counted), and knows nothing about stages.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
+pub use crate::addr_hash::AddrHasher;
 use crate::record::{Event, Kind, MemKind, Owner};
 use crate::Api;
 
@@ -66,26 +67,6 @@ struct Phys {
     maps: u32,
 }
 
-/// A fast hasher for addresses and handles (they are already well spread; SipHash's
-/// resistance to chosen keys buys nothing here and costs a third of a replay).
-#[derive(Default, Clone, Copy)]
-pub struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ (v >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        self.0 ^= self.0 >> 32;
-    }
-}
-
 type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
 
 /// Physical state replayed from events.
@@ -100,6 +81,7 @@ pub struct LiveBooks {
     pools: AddrMap<Block>,
     // Few distinct keys (devices × owners × kinds): a short list beats any map.
     totals: Vec<((i32, Owner, MemKind), u64)>,
+    last_total: [usize; 8], // per owner, the entry of `totals` its last change went to
     /// Frees, releases and unmaps of things these books never saw allocated.
     pub unknown_frees: u64,
 }
@@ -121,14 +103,17 @@ impl LiveBooks {
 
     fn add(&mut self, b: &Block, sign: i64) -> Delta {
         let key = (b.device, b.owner, b.mem);
-        let i = match self.totals.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                self.totals.push((key, 0));
-                self.totals.len() - 1
-            }
-        };
-        let slot = &mut self.totals[i].1;
+        let hint = &mut self.last_total[b.owner as usize & 7];
+        if self.totals.get(*hint).map(|t| t.0) != Some(key) {
+            *hint = match self.totals.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    self.totals.push((key, 0));
+                    self.totals.len() - 1
+                }
+            };
+        }
+        let slot = &mut self.totals[*hint].1;
         if sign > 0 {
             *slot = slot.saturating_add(b.size);
         } else {
@@ -313,15 +298,12 @@ impl LiveBooks {
             }
             Kind::VmmUnmap | Kind::IpcClose => {
                 let end = e.addr.saturating_add(e.size.max(1));
-                let gone: Vec<u64> = self.mappings.range(e.addr..end).map(|(&a, _)| a).collect();
-                if gone.is_empty() {
+                if self.mappings.range(e.addr..end).next().is_none() {
                     self.unknown_frees += 1;
                 }
                 let mut out: Option<Delta> = None;
-                for addr in gone {
-                    let Some((handle, _)) = self.mappings.remove(&addr) else {
-                        continue;
-                    };
+                while let Some((&addr, &(handle, _))) = self.mappings.range(e.addr..end).next() {
+                    self.mappings.remove(&addr); // lowest first, no list per event
                     let drop = match self.handles.get_mut(&handle) {
                         Some(p) => {
                             p.maps = p.maps.saturating_sub(1);

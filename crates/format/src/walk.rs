@@ -142,11 +142,13 @@ impl<'a> Records<'a> {
         self.at
     }
 
+    #[cold]
     fn stop(&mut self, item: Item<'a>) -> Option<Item<'a>> {
         self.done = true;
         Some(item)
     }
 
+    #[cold]
     fn damaged(&mut self) -> Option<Item<'a>> {
         let (at, end) = (self.at, self.end);
         self.stop(Item::Damaged { at, end })
@@ -156,6 +158,9 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Item<'a>;
 
+    // Inline into the reader's loop: the item then stays in registers (returned through
+    // memory, field by field, it stalled every record's first read of it).
+    #[inline]
     fn next(&mut self) -> Option<Item<'a>> {
         loop {
             if self.done {
