@@ -465,4 +465,6 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
 }
 
 #[cfg(test)]
+mod test_frames;
+#[cfg(test)]
 mod tests;

@@ -2,10 +2,11 @@
 //! link, never over anything but a regular file, private, `-` is stdout, and a temporary
 //! file nobody can plant in advance.
 
+mod support;
+
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 fn cli() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vramledger"))
@@ -23,47 +24,12 @@ fn dir(test: &str) -> PathBuf {
     d
 }
 
-/// Runs `cmd`, killing it after `secs`: `None` when it had to be killed (it hung).
-fn run_within(mut cmd: Command, secs: u64) -> Option<Output> {
-    use std::io::Read;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Drained while it runs, so a large output cannot block it.
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = r.read_to_end(&mut b);
-            b
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(Output {
-                status,
-                stdout: out.join().unwrap(),
-                stderr: err.join().unwrap(),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
 /// `vramledger ARGS` (20 s at most): (exit code, stdout, stderr).
 fn vl(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (i32, Vec<u8>, String) {
     let mut cmd = Command::new(cli());
     cmd.args(args);
-    let out =
-        run_within(cmd, 20).unwrap_or_else(|| panic!("hung: vramledger {:?}", args_text(args)));
+    let out = support::run_within(cmd, 20)
+        .unwrap_or_else(|| panic!("hung: vramledger {:?}", args_text(args)));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{err}");
     (out.status.code().unwrap_or(-1), out.stdout, err)
@@ -203,7 +169,7 @@ fn a_planted_temporary_file_is_never_followed() {
     );
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(script).current_dir(&d);
-    let out = run_within(cmd, 20).expect("snapshot hung");
+    let out = support::run_within(cmd, 20).expect("snapshot hung");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
@@ -261,7 +227,7 @@ fn dash_is_stdout() {
     let mut cmd = Command::new(cli());
     cmd.args(["snapshot", data().to_str().unwrap(), "-o", "-"])
         .current_dir(&d);
-    let out = run_within(cmd, 20).expect("snapshot hung");
+    let out = support::run_within(cmd, 20).expect("snapshot hung");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -278,7 +244,7 @@ fn dash_is_stdout() {
     let mut cmd = Command::new(cli());
     cmd.args(["report", data().to_str().unwrap(), "--html", "-o", "-"])
         .current_dir(&d);
-    let out = run_within(cmd, 20).expect("report hung");
+    let out = support::run_within(cmd, 20).expect("report hung");
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"));
     assert!(!d.join("-").exists());

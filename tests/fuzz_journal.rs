@@ -288,18 +288,23 @@ fn journal_bytes() {
         &[11, 0, 0x4c, 0x56],
         &[0, 0, 0, 0, 0, 0, 0, 0],
     ];
+    havoc_journals("journal_bytes", count(450_000), &encoded, &dict);
+}
+
+/// `n` inputs of `seeds` cut and spliced with `dict`'s words, each parsed as a journal.
+fn havoc_journals(name: &'static str, n: u64, seeds: &[Vec<u8>], dict: &[&[u8]]) {
     let stats = run_sharded(
-        "journal_bytes",
-        count(450_000),
+        name,
+        n,
         |rng| {
-            let mut b = rng.pick(&encoded).clone();
-            let other = rng.pick(&encoded).clone();
-            havoc(rng, &mut b, &other, &dict, 1 << 20);
+            let mut b = rng.pick(seeds).clone();
+            let other = rng.pick(seeds).clone();
+            havoc(rng, &mut b, &other, dict, 1 << 20);
             b
         },
         |b| journal::parse(Path::new("fuzz.vlj"), b).is_ok_and(|j| !j.corrupt),
     );
-    assert!(stats.inputs >= count(450_000));
+    assert!(stats.inputs >= n);
 }
 
 #[test]
@@ -333,18 +338,7 @@ fn journal_bytes_format2() {
         &[10, 0, 0x4c, 0x56],
         &[0, 0, 0, 0, 0, 0, 0, 0],
     ];
-    let stats = run_sharded(
-        "journal_bytes_format2",
-        count(150_000),
-        |rng| {
-            let mut b = rng.pick(&encoded).clone();
-            let other = rng.pick(&encoded).clone();
-            havoc(rng, &mut b, &other, &dict, 1 << 20);
-            b
-        },
-        |b| journal::parse(Path::new("fuzz.vlj"), b).is_ok_and(|j| !j.corrupt),
-    );
-    assert!(stats.inputs >= count(150_000));
+    havoc_journals("journal_bytes_format2", count(150_000), &encoded, &dict);
 }
 
 #[test]

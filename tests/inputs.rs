@@ -6,8 +6,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use support::synth::{Synth, GIB, MIB};
 use vramledger_format::Owner;
@@ -28,40 +27,6 @@ fn dir(test: &str) -> PathBuf {
     d
 }
 
-/// Runs `cmd`, killing it after `secs`: `None` when it had to be killed (it hung).
-fn run_within(mut cmd: Command, secs: u64) -> Option<Output> {
-    use std::io::Read;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = r.read_to_end(&mut b);
-            b
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(Output {
-                status,
-                stdout: out.join().unwrap(),
-                stderr: err.join().unwrap(),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
 /// `vramledger ARGS` within 20 s: (exit code, stdout, stderr); never a panic.
 fn vl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
     let mut cmd = Command::new(cli());
@@ -70,7 +35,7 @@ fn vl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
         .iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect();
-    let out = run_within(cmd, 20).unwrap_or_else(|| panic!("hung: vramledger {shown:?}"));
+    let out = support::run_within(cmd, 20).unwrap_or_else(|| panic!("hung: vramledger {shown:?}"));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{shown:?}: {err}");
     (

@@ -1,7 +1,7 @@
 //! Tests of the follower (both formats).
 use super::*;
+use crate::journal::test_frames::{alloc, frame};
 use std::io::Write;
-use vramledger_format::frame::{encode_frame, frame_len};
 use vramledger_format::{preamble, Api, Owner};
 
 #[test]
@@ -16,25 +16,6 @@ fn a_fifo_is_refused_without_waiting_for_a_writer() {
     let e = Follower::new(&p).poll().unwrap_err();
     let _ = std::fs::remove_file(&p);
     assert!(e.to_string().contains("is a FIFO"), "{e}");
-}
-
-fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; frame_len(payload.len())];
-    encode_frame(kind, payload, &mut b);
-    b
-}
-
-fn alloc(addr: u64) -> Vec<u8> {
-    let e = Event {
-        kind: Kind::Alloc as u16,
-        addr,
-        size: 2 << 20,
-        owner: Owner::Torch as u8,
-        api: Api::cuMemAlloc_v2 as u16,
-        device: 0,
-        ..Event::default()
-    };
-    frame(e.kind, &e.encode())
 }
 
 fn header() -> Vec<u8> {
@@ -54,6 +35,20 @@ fn tmp(name: &str) -> Tmp {
     let p = std::env::temp_dir().join(format!("follow-{name}-{}.vlj", std::process::id()));
     let _ = std::fs::remove_file(&p);
     Tmp(p)
+}
+
+/// The writer's last state: the whole journal, cut to its used size, and one more poll after
+/// the follower's grace for an unfinished tail is over.
+fn write_final(path: &Path, bytes: &[u8], f: &mut Follower) {
+    write_at(path, 0, bytes);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(bytes.len() as u64)
+        .unwrap();
+    f.grace = Duration::ZERO;
+    f.poll().unwrap();
 }
 
 fn write_at(path: &Path, at: usize, bytes: &[u8]) {
@@ -198,15 +193,7 @@ fn followed_to_the_end_a_journal_reads_as_the_full_reader_reads_it() {
             write_at(&t.0, 0, &grown);
             f.poll().unwrap();
         }
-        write_at(&t.0, 0, &bytes);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&t.0)
-            .unwrap()
-            .set_len(bytes.len() as u64)
-            .unwrap();
-        f.grace = Duration::ZERO;
-        f.poll().unwrap();
+        write_final(&t.0, &bytes, &mut f);
         assert_eq!(f.journal().events, full.events, "seed {seed}");
         assert_eq!(
             f.journal().corrupt,
@@ -323,15 +310,7 @@ mod format2 {
                 write_at(&t.0, 0, &grown);
                 f.poll().unwrap();
             }
-            write_at(&t.0, 0, &bytes);
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&t.0)
-                .unwrap()
-                .set_len(bytes.len() as u64)
-                .unwrap();
-            f.grace = Duration::ZERO;
-            f.poll().unwrap();
+            write_final(&t.0, &bytes, &mut f);
             assert_eq!(f.journal().events.len(), full.events.len(), "seed {seed}");
             assert_eq!(f.journal().events, full.events, "seed {seed}");
             assert_eq!(

@@ -1,26 +1,8 @@
 //! Tests of `journal.rs`.
 
+use super::test_frames::{alloc, frame};
 use super::*;
-use vramledger_format::frame::{encode_frame, frame_len};
-use vramledger_format::{preamble, Api, Owner};
-
-fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; frame_len(payload.len())];
-    encode_frame(kind, payload, &mut b);
-    b
-}
-
-fn alloc(addr: u64) -> Vec<u8> {
-    let e = Event {
-        kind: Kind::Alloc as u16,
-        addr,
-        size: 2 << 20,
-        owner: Owner::Torch as u8,
-        api: Api::cuMemAlloc_v2 as u16,
-        ..Event::default()
-    };
-    frame(e.kind, &e.encode())
-}
+use vramledger_format::preamble;
 
 fn journal_bytes() -> Vec<u8> {
     let mut h = Header::default();

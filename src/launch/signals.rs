@@ -49,9 +49,9 @@ extern "C" fn relay(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::
 /// Installs the relay for every signal that is not ignored. Call before the command starts.
 pub fn install() {
     for sig in RELAYED {
-        // SAFETY: a zeroed sigaction is a valid "query"; sigaction(2) with a null new action
-        // only reads the current disposition.
+        // SAFETY: sigaction is plain C data; all zeroes is a valid value to be overwritten.
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action makes sigaction(2) only read the current disposition.
         if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
             continue;
         }
@@ -88,8 +88,9 @@ pub fn started(pid: u32) {
 /// reaps it afterwards (`Child::wait`), so the pid cannot be reused while a relay may run.
 pub fn wait_exited(pid: u32) -> std::io::Result<()> {
     loop {
-        // SAFETY: waitid(2) with WNOWAIT only reads the child's state into `info`.
+        // SAFETY: siginfo_t is plain C data; all zeroes is a valid value to be overwritten.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) with WNOWAIT only reads the child's state into `info`.
         let rc = unsafe {
             libc::waitid(
                 libc::P_PID,

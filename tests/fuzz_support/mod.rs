@@ -117,6 +117,7 @@ unsafe impl GlobalAlloc for Guard {
         if new_size > MAX_ALLOCATION {
             // SAFETY: a layout of the new size with the old alignment, as realloc's contract.
             let l = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+            // SAFETY: same contract as `alloc`, with that layout.
             return unsafe { self.alloc(l) };
         }
         // SAFETY: forwarded as is.

@@ -12,8 +12,9 @@ pub mod skip;
 pub mod synth;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The shared libraries, in build order: (source, file name, extra link inputs).
 const LIBRARIES: &[(&str, &str, &[&str])] = &[
@@ -391,6 +392,41 @@ pub fn run(mut cmd: Command) -> RunOutput {
         eprintln!("{}", result.dump());
     }
     result
+}
+
+/// Runs `cmd`, killing it after `secs`: `None` when it had to be killed (it hung).
+pub fn run_within(mut cmd: Command, secs: u64) -> Option<Output> {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drained while it runs, so a large output cannot block it.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(Output {
+                status,
+                stdout: out.join().unwrap(),
+                stderr: err.join().unwrap(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 /// Says that the running test is skipped and why, where a test run can count it: a line
