@@ -39,6 +39,9 @@ pub struct ProcessBooks {
     pub events: usize,
     /// PyTorch's pools by id, and torch's own snapshot against the books.
     pub torch_pools: super::pools::TorchPools,
+    /// Every stage in order, by name and start time (ns): the index's boundaries, stage
+    /// records and API events alike, whether or not a device was read in it.
+    pub stages: Vec<(String, u64)>,
 }
 
 impl ProcessBooks {
@@ -109,6 +112,11 @@ pub fn assemble<R: Records>(
         peer_imported: books.peer,
         events: ix.records,
         torch_pools,
+        stages: ix
+            .boundaries
+            .iter()
+            .map(|b| (b.name.clone(), b.t_ns))
+            .collect(),
     }
 }
 

@@ -10,7 +10,6 @@ use vramledger_format::{Kind, MemKind, Owner};
 
 use super::labels;
 use crate::journal::Journal;
-use crate::ledger::boundaries;
 use crate::ledger::process::ProcessBooks;
 use crate::ledger::{OwnerBytes, REPORT_OWNERS};
 use crate::snapshot::CUDA_ERROR_OUT_OF_MEMORY;
@@ -231,19 +230,18 @@ pub fn build(j: &Journal, books: &ProcessBooks, running: Option<bool>) -> Proces
     devices.sort_by_key(|d| d.device);
     // The stages as the report has them: stage records and the boundaries API events place
     // (vLLM's graph capture opens at its first stream capture, with no line of its own).
-    let boundaries = boundaries::derive(j);
-    let last_stage = boundaries.last();
+    let last_stage = books.stages.last();
     let current_stage = last_stage
-        .map(|b| b.name.clone())
+        .map(|(name, _)| name.clone())
         .unwrap_or_else(|| "startup".into());
     // The same cap as the stage rows: a name past it is `other` here too.
     let mut first_names: Vec<&str> = vec!["startup"];
-    for b in &boundaries {
+    for (name, _) in &books.stages {
         if first_names.len() + 1 >= MAX_STAGE_NAMES {
             break;
         }
-        if !first_names.contains(&b.name.as_str()) {
-            first_names.push(&b.name);
+        if !first_names.contains(&name.as_str()) {
+            first_names.push(name);
         }
     }
     let current_stage = if first_names.contains(&current_stage.as_str()) {
@@ -269,7 +267,7 @@ pub fn build(j: &Journal, books: &ProcessBooks, running: Option<bool>) -> Proces
         start_unix_ns: books.start_unix_ns,
         devices,
         current_stage,
-        stage_started_unix_s: last_stage.and_then(|b| unix_s(j, b.t_ns)),
+        stage_started_unix_s: last_stage.and_then(|&(_, t)| unix_s(j, t)),
         last_record_unix_s: last.and_then(|t| unix_s(j, t)),
         records: j.events.len() as u64,
         running,
