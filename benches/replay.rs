@@ -43,7 +43,7 @@ fn bench(label: &str, bytes: &[u8], n: usize, rounds: usize) {
     });
     let decode = best_of(rounds, || {
         let mut count = 0usize;
-        journal::parse_each(path, bytes, &mut |_| {
+        journal::parse_each(path, bytes, &mut |_: &mut vramledger_format::Event| {
             count += 1;
             std::ops::ControlFlow::Continue(())
         })

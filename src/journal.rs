@@ -188,10 +188,31 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, ReadError> {
     Ok(j)
 }
 
+/// Where a walk of journal bytes hands its records: every event whole, or first, for a compact
+/// record (format 2) whose kind and time may say all a walk needs, just those.
+pub trait Each {
+    /// A compact record of kind `kind` at `t_ns` (never a module or stage record, nor one
+    /// naming an implausible device): `None` when its event is wanted whole (then
+    /// [`Each::event`] gets it); else this took it, and no event is made.
+    #[inline]
+    fn brief(&mut self, _kind: u16, _t_ns: u64) -> Option<ControlFlow<()>> {
+        None
+    }
+    /// A record's event. Breaking ends the walk.
+    fn event(&mut self, e: &mut Event) -> ControlFlow<()>;
+}
+
+impl<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized> Each for F {
+    #[inline]
+    fn event(&mut self, e: &mut Event) -> ControlFlow<()> {
+        self(e)
+    }
+}
+
 /// Decodes journal bytes, handing each event to `each` in file order instead of keeping it
 /// (the same events [`parse`] keeps, under the same policy); stops where `each` breaks. The
 /// journal returned holds the header, modules, stage names, warnings and damage, no events.
-pub fn parse_each<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
+pub fn parse_each<F: Each + ?Sized>(
     path: &Path,
     bytes: &[u8],
     each: &mut F,
@@ -201,7 +222,7 @@ pub fn parse_each<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
 
 /// [`parse_each`] of bytes walked before: `views` keeps their blocks' seals as checked by
 /// the first walk through them all (the same bytes, always).
-pub fn parse_each_in<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
+pub fn parse_each_in<F: Each + ?Sized>(
     path: &Path,
     bytes: &[u8],
     views: &BlockViews,
@@ -263,7 +284,7 @@ pub fn parse_each_in<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
                 match Event::decode(kind, payload) {
                     Some(mut e) => {
                         j.admit(&mut e);
-                        if each(&mut e).is_break() {
+                        if each.event(&mut e).is_break() {
                             return Ok(j);
                         }
                     }

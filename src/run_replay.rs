@@ -14,7 +14,7 @@ use vramledger_format::{Event, Header};
 
 use crate::journal::{self, Journal, ReadError};
 use crate::ledger::index::Index;
-use crate::ledger::records::Records;
+use crate::ledger::records::{Offer, Records};
 use crate::ledger::{self, process, RunBooks};
 use crate::snapshot::{self, At, Detail, Snapshot, SnapshotError, Taken};
 use crate::timeline::{DeviceTimeline, Timeline};
@@ -39,7 +39,8 @@ impl Stream {
 
     /// A journal held as `bytes` (read from `path`).
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Stream, ReadError> {
-        let head = journal::parse_each(path, &bytes, &mut |_| ControlFlow::Break(()))?.header;
+        let head = journal::parse_each(path, &bytes, &mut |_: &mut Event| ControlFlow::Break(()))?
+            .header;
         Ok(Stream {
             path: path.to_path_buf(),
             bytes,
@@ -52,7 +53,7 @@ impl Stream {
     /// The journal without its events: header, modules, warnings, damage.
     pub fn meta(&self) -> &Journal {
         self.meta.get_or_init(|| {
-            journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut |_| {
+            journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut |_: &mut Event| {
                 ControlFlow::Continue(())
             })
             .unwrap_or_default()
@@ -70,15 +71,40 @@ impl Records for Stream {
     }
 
     fn walk<F: FnMut(&Event) -> ControlFlow<()>>(&self, mut f: F) {
-        let mut broke = false;
-        let walked = journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut |e| {
-            let flow = f(e);
-            broke = flow.is_break();
-            flow
+        self.walk_brief(|o| match o {
+            Offer::Whole(e) => Some(f(e)),
+            Offer::Brief { .. } => None,
         });
-        if let (Ok(j), false) = (walked, broke) {
+    }
+
+    fn walk_brief<F: FnMut(Offer<'_>) -> Option<ControlFlow<()>>>(&self, f: F) {
+        let mut each = Offers { f, broke: false };
+        let walked = journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut each);
+        if let (Ok(j), false) = (walked, each.broke) {
             let _ = self.meta.set(j);
         }
+    }
+}
+
+/// A walk's records offered to `f` (a break noted: the walk was not whole).
+struct Offers<F> {
+    f: F,
+    broke: bool,
+}
+
+impl<F: FnMut(Offer<'_>) -> Option<ControlFlow<()>>> journal::Each for Offers<F> {
+    #[inline]
+    fn brief(&mut self, kind: u16, t_ns: u64) -> Option<ControlFlow<()>> {
+        let flow = (self.f)(Offer::Brief { kind, t_ns })?;
+        self.broke = flow.is_break();
+        Some(flow)
+    }
+
+    #[inline]
+    fn event(&mut self, e: &mut Event) -> ControlFlow<()> {
+        let flow = (self.f)(Offer::Whole(e)).unwrap_or(ControlFlow::Continue(()));
+        self.broke = flow.is_break();
+        flow
     }
 }
 

@@ -11,7 +11,7 @@ use vramledger_format::compact::{self, Template, MAX_TEMPLATE};
 use vramledger_format::walk::{self, BlockState, BlockView, Item};
 use vramledger_format::{Event, Header, Kind};
 
-use super::Journal;
+use super::{Each, Journal};
 
 /// A template id more than this far past the highest one defined is damage, not a writer's.
 const MAX_TEMPLATE_JUMP: usize = 1 << 16;
@@ -19,8 +19,45 @@ const MAX_TEMPLATE_JUMP: usize = 1 << 16;
 /// Where decoded events go: kept in the journal, or handed on (which may stop the reading).
 /// Generic, so a replay's per-record work inlines into the decoding loop.
 /// The event is lent (a sink that keeps it takes it), so no copy of it is made per record.
-pub(crate) trait Sink: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> {}
-impl<S: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> + ?Sized> Sink for S {}
+pub(crate) trait Sink {
+    /// A compact record's kind and time, before its event is made ([`Each::brief`]).
+    #[inline]
+    fn brief(&mut self, _kind: u16, _t_ns: u64) -> Option<ControlFlow<()>> {
+        None
+    }
+    fn event(&mut self, j: &mut Journal, e: &mut Event) -> ControlFlow<()>;
+}
+
+impl<S: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> + ?Sized> Sink for S {
+    #[inline]
+    fn event(&mut self, j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
+        self(j, e)
+    }
+}
+
+/// The reader's sink: each event admitted ([`Journal::admit`]), then handed to `each`.
+struct Admit<'a, F: ?Sized>(&'a mut F);
+
+impl<F: Each + ?Sized> Sink for Admit<'_, F> {
+    #[inline]
+    fn brief(&mut self, kind: u16, t_ns: u64) -> Option<ControlFlow<()>> {
+        self.0.brief(kind, t_ns)
+    }
+    #[inline]
+    fn event(&mut self, j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
+        j.admit(e);
+        self.0.event(e)
+    }
+}
+
+/// Whether a compact record of template `t` may be offered briefly: admitting its event would
+/// change nothing (a plausible device; not a module or stage record, whose names are noted).
+#[inline]
+fn briefable(t: &Template) -> bool {
+    (-1..=super::MAX_DEVICE).contains(&t.device)
+        && t.kind != Kind::Module as u16
+        && t.kind != Kind::Stage as u16
+}
 
 /// The sink that keeps every event in the journal.
 pub(crate) fn keep(j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
@@ -59,7 +96,15 @@ impl Decoder {
                 return self.frame(j, base + at, kind, payload, sink)
             }
             Item::Compact { at, fields } => match self.templates.get(fields.template as usize) {
-                Some(Some(t)) => return sink(j, &mut compact::event(&fields, t, self.base)),
+                Some(Some(t)) => {
+                    if briefable(t) {
+                        let t_ns = self.base.wrapping_add(fields.t_rel);
+                        if let Some(flow) = sink.brief(t.kind, t_ns) {
+                            return flow;
+                        }
+                    }
+                    return sink.event(j, &mut compact::event(&fields, t, self.base));
+                }
                 _ => {
                     self.orphans += 1;
                     if self.orphans == 1 {
@@ -154,7 +199,7 @@ impl Decoder {
             return ControlFlow::Continue(());
         }
         match Event::decode(kind, payload) {
-            Some(mut e) => return sink(j, &mut e),
+            Some(mut e) => return sink.event(j, &mut e),
             None => j.warnings.push(format!(
                 "{}: record at offset {at} is too short for its kind",
                 j.path.display()
@@ -185,7 +230,7 @@ pub struct BlockViews(OnceCell<Vec<BlockView>>);
 /// Decodes a journal of format 2 into `j` (preamble already checked), handing each event to
 /// `each` (after [`Journal::admit`]); stops where `each` breaks. The blocks are walked as
 /// [`walk::walk`] walks them (as `views` kept them, when a walk of these bytes kept them).
-pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
+pub(crate) fn parse<F: Each + ?Sized>(
     path: &Path,
     bytes: &[u8],
     views: &BlockViews,
@@ -193,10 +238,7 @@ pub(crate) fn parse<F: FnMut(&mut Event) -> ControlFlow<()> + ?Sized>(
     each: &mut F,
 ) {
     let mut d = Decoder::default();
-    let mut sink = |j: &mut Journal, e: &mut Event| {
-        j.admit(e);
-        each(e)
-    };
+    let mut sink = Admit(each);
     let kept = views.0.get();
     let mut seen = Vec::new();
     let mut whole = true;

@@ -157,7 +157,7 @@ impl Observer for Books<'_> {
         if self.in_block && !is_sample(e, r.kind) {
             self.in_block = false;
         }
-        if let Some((device, free)) = samples::reading(e) {
+        if let Some((device, free)) = samples::reading_of(e, r.kind) {
             let in_block = self.in_block;
             let hooked = r.devices.get(device).map_or(0, |h| h.hooked);
             let d = self.dev(device);

@@ -156,21 +156,32 @@ impl Rising {
         self.first = None;
     }
 
-    fn put(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.bytes.push(v as u8 | 0x80);
-            v >>= 7;
+    /// Appends `a` then `b` as varints (one copy into the vector, not a push per byte).
+    #[inline]
+    fn put2(&mut self, a: u64, b: u64) {
+        let mut buf = [0u8; 20];
+        let mut n = 0;
+        for mut v in [a, b] {
+            while v >= 0x80 {
+                buf[n] = v as u8 | 0x80;
+                v >>= 7;
+                n += 1;
+            }
+            buf[n] = v as u8;
+            n += 1;
         }
-        self.bytes.push(v as u8);
+        // A copy of constant length inlines (a copy of `n` bytes is a call), then the unused
+        // tail is cut off again.
+        let len = self.bytes.len();
+        self.bytes.extend_from_slice(&buf);
+        self.bytes.truncate(len + n);
     }
 
+    #[inline]
     fn offer(&mut self, i: usize, t: u64) {
         match self.first {
             None => self.first = Some((i, t)),
-            Some(_) if t > self.last.1 => {
-                self.put((i - self.last.0) as u64);
-                self.put(t - self.last.1);
-            }
+            Some(_) if t > self.last.1 => self.put2((i - self.last.0) as u64, t - self.last.1),
             Some(_) => return,
         }
         self.last = (i, t);
@@ -314,39 +325,61 @@ impl Scan {
         self.step_kind(i, e, e.kind());
     }
 
+    /// Whether a record of `kind` may set a boundary now (else only its time matters:
+    /// [`Scan::step_time`]). Most records (allocations and frees past startup) can set
+    /// nothing.
+    #[inline]
+    pub fn may_set(&self, kind: Option<Kind>) -> bool {
+        self.out.is_empty()
+            || self.opens_dist_init
+            || matches!(
+                kind,
+                Some(Kind::Stage | Kind::CaptureBegin | Kind::CaptureEnd)
+            )
+    }
+
+    /// Takes record `i`, at `t_ns`, that can set nothing ([`Scan::may_set`] said so).
+    #[inline]
+    pub fn step_time(&mut self, i: usize, t_ns: u64) {
+        self.seen = i + 1;
+        if let Some((end, after @ None)) = &mut self.last_capture_end {
+            if *end + 1 == i {
+                *after = Some(t_ns);
+            }
+        }
+        if self.keeps_times {
+            self.rising.offer(i, t_ns);
+        }
+    }
+
     /// [`Scan::step`] for a record whose kind the caller has read.
     #[inline]
     pub fn step_kind(&mut self, i: usize, e: &Event, kind: Option<Kind>) {
+        if !self.may_set(kind) {
+            self.step_time(i, e.t_ns);
+            return;
+        }
         self.seen = i + 1;
         if let Some((end, after @ None)) = &mut self.last_capture_end {
             if *end + 1 == i {
                 *after = Some(e.t_ns);
             }
         }
-        // Most records (allocations and frees past startup) can set nothing.
-        let may_set = self.out.is_empty()
-            || self.opens_dist_init
-            || matches!(
-                kind,
-                Some(Kind::Stage | Kind::CaptureBegin | Kind::CaptureEnd)
-            );
-        if may_set {
-            self.rules(i, e, kind);
-            let cur = self.current();
-            let yields = cur.set_by.yields_to_api();
-            let (startup, loading, at_i) = (
-                cur.name == st::STARTUP,
-                cur.name == st::WEIGHT_LOAD,
-                cur.index == i,
-            );
-            self.opens_dist_init = yields && startup;
-            self.keeps_times = yields && !loading;
-            // The time index of the current stage: its first record's time, then rising times.
-            if at_i {
-                self.rising.clear();
-                self.current_t = e.t_ns;
-                return;
-            }
+        self.rules(i, e, kind);
+        let cur = self.current();
+        let yields = cur.set_by.yields_to_api();
+        let (startup, loading, at_i) = (
+            cur.name == st::STARTUP,
+            cur.name == st::WEIGHT_LOAD,
+            cur.index == i,
+        );
+        self.opens_dist_init = yields && startup;
+        self.keeps_times = yields && !loading;
+        // The time index of the current stage: its first record's time, then rising times.
+        if at_i {
+            self.rising.clear();
+            self.current_t = e.t_ns;
+            return;
         }
         if self.keeps_times {
             self.rising.offer(i, e.t_ns);

@@ -310,3 +310,38 @@ fn another_ranks_line_for_the_current_stage_is_no_boundary() {
         .unwrap();
     assert!(is_repeat(&b, rec, &j.events[rec]));
 }
+
+#[test]
+fn the_rising_times_find_the_first_record_at_or_after_any_instant() {
+    // Deltas of every varint length, times that fall back now and then (not kept).
+    let mut r = super::Rising::default();
+    let mut kept: Vec<(usize, u64)> = Vec::new();
+    let (mut t, mut x, mut i) = (5u64, 0x9E37_79B9_7F4A_7C15u64, 0usize);
+    for _ in 0..5000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let step = match x % 5 {
+            0 => x % 100,
+            1 => x % 20_000,
+            2 => x % (1 << 30),
+            3 => x % (1 << 50),
+            _ => 0,
+        };
+        let fall = x % 7 == 0 && t > 1000;
+        let at = if fall { t - 1000 } else { t + step };
+        i += 1 + (x % 300) as usize; // sparse indexes: multi-byte index deltas too
+        r.offer(i, at);
+        if kept.last().is_none_or(|&(_, lt)| at > lt) {
+            kept.push((i, at));
+        }
+        t = t.max(at);
+    }
+    assert_eq!(r.first, kept.first().copied());
+    for &(i, at) in kept.iter().step_by(37) {
+        assert_eq!(r.first_at_or_after(at), Some((i, at)));
+        let want = kept.iter().copied().find(|&(_, kt)| kt >= at.saturating_sub(1));
+        assert_eq!(r.first_at_or_after(at.saturating_sub(1)), want);
+    }
+    assert_eq!(r.first_at_or_after(t + 1), None);
+}

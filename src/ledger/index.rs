@@ -10,10 +10,28 @@ use vramledger_format::{Kind, POOL_UNKNOWN};
 
 use super::boundaries::{Scan, StageBoundary};
 use super::rank::RankScan;
-use super::records::Records;
+use super::records::{Offer, Records};
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: i32 = 2;
+
+/// Whether the index reads nothing of a record of `kind` but its time (the kinds [`Index::scan`]
+/// matches on are the others).
+#[inline]
+fn times_only(kind: Option<Kind>) -> bool {
+    !matches!(
+        kind,
+        Some(
+            Kind::Stage
+                | Kind::Module
+                | Kind::PoolEnd
+                | Kind::PoolBegin
+                | Kind::PoolHooks
+                | Kind::TorchSegment
+                | Kind::AllocFailed
+        )
+    )
+}
 
 /// What the first walk learned.
 #[derive(Debug, Clone, Default)]
@@ -52,17 +70,23 @@ impl Index {
         let mut scan = Scan::default();
         let mut i = 0usize;
         let (mut min_t, mut max_t) = (u64::MAX, 0u64);
-        r.walk(|e| {
-            let kind = e.kind();
+        r.walk_brief(|offer| {
+            let (e, kind) = match offer {
+                // Most records matter here only by their time: no event made for them.
+                Offer::Brief { kind, t_ns } => {
+                    let kind = Kind::from_repr(kind);
+                    if scan.may_set(kind) || !times_only(kind) {
+                        return None;
+                    }
+                    scan.step_time(i, t_ns);
+                    x.times(i, t_ns, &mut min_t, &mut max_t);
+                    i += 1;
+                    return Some(ControlFlow::Continue(()));
+                }
+                Offer::Whole(e) => (e, e.kind()),
+            };
             scan.step_kind(i, e, kind);
-            if i == 0 {
-                x.first_t = Some(e.t_ns);
-            }
-            x.last_t = Some(e.t_ns);
-            if e.t_ns > 0 {
-                min_t = min_t.min(e.t_ns);
-            }
-            max_t = max_t.max(e.t_ns);
+            x.times(i, e.t_ns, &mut min_t, &mut max_t);
             match kind {
                 Some(Kind::Alloc | Kind::Free) => {}
                 Some(Kind::Stage) => x.rank.stage(e),
@@ -87,13 +111,26 @@ impl Index {
                 _ => {}
             }
             i += 1;
-            ControlFlow::Continue(())
+            Some(ControlFlow::Continue(()))
         });
         x.records = i;
         x.min_t = (min_t != u64::MAX).then_some(min_t);
         x.max_t = (i > 0).then_some(max_t);
         x.boundaries = scan.finish();
         x
+    }
+
+    /// Record `i`'s time `t` in the time range.
+    #[inline]
+    fn times(&mut self, i: usize, t: u64, min_t: &mut u64, max_t: &mut u64) {
+        if i == 0 {
+            self.first_t = Some(t);
+        }
+        self.last_t = Some(t);
+        if t > 0 {
+            *min_t = (*min_t).min(t);
+        }
+        *max_t = (*max_t).max(t);
     }
 
     /// The module file name of id `id` (empty when unknown).

@@ -283,6 +283,8 @@ struct Reading {
 /// The pools observer: bytes per pool, and the books at torch's last snapshot.
 pub struct Pools<'a> {
     ix: &'a Index,
+    /// The first record of torch's last snapshot (`usize::MAX`: none), checked before each.
+    snapshot_first: usize,
     pass: Pass,
     reading: Option<Reading>,
     torch_side: BTreeMap<(i32, PoolKey), (u64, u64)>,
@@ -293,6 +295,7 @@ impl<'a> Pools<'a> {
     pub fn new(ix: &'a Index) -> Pools<'a> {
         Pools {
             ix,
+            snapshot_first: ix.last_torch_snapshot.map_or(usize::MAX, |(_, first)| first),
             pass: Pass::default(),
             reading: None,
             torch_side: BTreeMap::new(),
@@ -357,9 +360,10 @@ impl<'a> Pools<'a> {
 
 impl Observer for Pools<'_> {
     const BEFORE: bool = true;
+    #[inline]
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
-        if let Some((snap, first)) = self.ix.last_torch_snapshot {
-            if now.index == first {
+        if now.index == self.snapshot_first {
+            if let Some((snap, _)) = self.ix.last_torch_snapshot {
                 self.reading = Some(Reading {
                     snap,
                     t_ns: 0,

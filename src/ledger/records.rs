@@ -11,6 +11,16 @@ use vramledger_format::{Event, Header};
 
 use crate::journal::Journal;
 
+/// A record as [`Records::walk_brief`] offers it.
+#[derive(Debug)]
+pub enum Offer<'e> {
+    /// A compact record (format 2), before its event is made: its kind and time. Never a
+    /// module or stage record.
+    Brief { kind: u16, t_ns: u64 },
+    /// A record's event.
+    Whole(&'e Event),
+}
+
 /// A journal's records, in file order.
 pub trait Records {
     /// Where it was read from (for reports).
@@ -19,6 +29,12 @@ pub trait Records {
     fn header(&self) -> &Header;
     /// Calls `f` with every record (header excluded) in file order, until `f` breaks.
     fn walk<F: FnMut(&Event) -> ControlFlow<()>>(&self, f: F);
+    /// [`Records::walk`] for a walk that needs only the kind and time of most records: `f`
+    /// may be offered a record briefly first ([`Offer::Brief`]; returning `None` asks for
+    /// its event, offered next as [`Offer::Whole`]). Breaking ends the walk.
+    fn walk_brief<F: FnMut(Offer<'_>) -> Option<ControlFlow<()>>>(&self, mut f: F) {
+        self.walk(|e| f(Offer::Whole(e)).unwrap_or(ControlFlow::Continue(())));
+    }
     /// Module id → path, when the source already knows them all (else the index gathers
     /// them from the module records).
     fn modules(&self) -> Option<&BTreeMap<u32, String>> {

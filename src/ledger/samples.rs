@@ -33,7 +33,13 @@ impl Source {
 
 /// A free-memory reading carried by `e` (the driver's or NVML's): device and free bytes.
 pub fn reading(e: &Event) -> Option<(i32, u64)> {
-    match e.kind()? {
+    reading_of(e, e.kind())
+}
+
+/// [`reading`] of a record whose kind the caller has read.
+#[inline]
+pub fn reading_of(e: &Event, kind: Option<Kind>) -> Option<(i32, u64)> {
+    match kind? {
         Kind::MemInfo | Kind::NvmlSample if e.device >= 0 => Some((e.device, e.arg0)),
         _ => None,
     }

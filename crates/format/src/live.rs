@@ -231,7 +231,8 @@ impl LiveBooks {
                 })
             }
             Kind::Free => {
-                if self.async_blocks.remove(&e.addr).is_some() {
+                // (No stream-ordered block: no lookup.)
+                if !self.async_blocks.is_empty() && self.async_blocks.remove(&e.addr).is_some() {
                     return None;
                 }
                 match self.blocks.remove(&e.addr) {

@@ -19,10 +19,26 @@ macro_rules! tagged {
             pub const fn name(self) -> &'static str {
                 match self { $($ty::$variant => $name,)* }
             }
+            /// One past the highest number.
+            const LOOKUP_LEN: usize = {
+                let mut m = 0usize;
+                $(if $num as usize > m { m = $num as usize; })*
+                m + 1
+            };
+            /// Number → value (tags are few and small: a table beats the match, which the
+            /// replay ran several times a record).
+            const LOOKUP: [Option<$ty>; $ty::LOOKUP_LEN] = {
+                let mut t = [None; $ty::LOOKUP_LEN];
+                $(t[$num as usize] = Some($ty::$variant);)*
+                t
+            };
             /// The value with this number, if any.
             #[inline]
             pub fn from_repr(n: $repr) -> Option<$ty> {
-                match n { $($num => Some($ty::$variant),)* _ => None }
+                match $ty::LOOKUP.get(n as usize) {
+                    Some(v) => *v,
+                    None => None,
+                }
             }
             /// The value with this name, if any.
             pub fn from_name(s: &str) -> Option<$ty> {
@@ -421,5 +437,19 @@ mod tests {
             assert_eq!(Owner::from_name(o.name()), Some(o));
         }
         assert_eq!(Owner::from_name("torch_cache"), None);
+    }
+
+    #[test]
+    fn every_number_maps_to_its_value_or_none() {
+        for n in 0..=u16::MAX {
+            let want = Kind::ALL.iter().copied().find(|&k| k as u16 == n);
+            assert_eq!(Kind::from_repr(n), want, "{n}");
+        }
+        for n in 0..=u8::MAX {
+            let want = Owner::ALL.iter().copied().find(|&o| o as u8 == n);
+            assert_eq!(Owner::from_repr(n), want, "{n}");
+            let want = MemKind::ALL.iter().copied().find(|&m| m as u8 == n);
+            assert_eq!(MemKind::from_repr(n), want, "{n}");
+        }
     }
 }
