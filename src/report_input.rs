@@ -387,6 +387,11 @@ fn from_books(books: &ledger::RunBooks) -> Result<Run, String> {
 
 /// Reads one file: a report, else a journal. Anything else is one message.
 fn load_file(path: &Path, source: String) -> Result<Input, String> {
+    // A journal of format 2 is read a part at a time, never held whole.
+    let (file, _) = infile::open(path, infile::Kind::JournalOrReport)?;
+    if let Some(s) = run_replay::Stream::open_format2(path, file) {
+        return from_stream(source, &s);
+    }
     let bytes = infile::read(path, infile::Kind::JournalOrReport)?;
     from_owned_bytes(path, source, bytes)
 }
@@ -420,7 +425,12 @@ fn from_owned_bytes(path: &Path, source: String, bytes: Vec<u8>) -> Result<Input
         ));
     }
     let s = run_replay::Stream::from_bytes(path, bytes).map_err(|e| e.to_string())?;
-    let (books, _) = run_replay::replay_stream(&s, None);
+    from_stream(source, &s)
+}
+
+/// A journal's books as an input.
+fn from_stream(source: String, s: &run_replay::Stream) -> Result<Input, String> {
+    let (books, _) = run_replay::replay_stream(s, None);
     let j = s.meta();
     let books = ledger::build_processes(vec![books], j.warnings.clone());
     Ok(Input {

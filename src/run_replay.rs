@@ -5,12 +5,16 @@
 //! The journal policy is [`crate::journal::load`]'s: files that cannot be read are listed
 //! (each a message), damaged journals are read as far as they can be and flagged.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use vramledger_format::{Event, Header};
+use vramledger_format::block::BLOCK;
+use vramledger_format::walk::{BlockState, BlockView};
+use vramledger_format::{check_preamble, Event, Header, PreambleCheck, PREAMBLE_LEN};
 
 use crate::journal::{self, Journal, ReadError};
 use crate::ledger::index::Index;
@@ -22,19 +26,93 @@ use crate::timeline::{DeviceTimeline, Timeline};
 /// One journal file, decoded each time it is walked.
 pub struct Stream {
     path: PathBuf,
-    bytes: Vec<u8>,
-    /// Its blocks, their seals checked once (by the first whole walk).
-    views: journal::BlockViews,
+    body: Body,
     /// The header as the first records give it (until a whole walk gave the journal's).
     head: Header,
     /// What the first whole walk found: header, modules, warnings, damage (no events).
     meta: OnceCell<Journal>,
+    /// The journal held whole, when a walk found the file changed since the first one (see
+    /// [`Parts`]); every walk and answer is then that copy's ([`Stream::reread`]).
+    again: OnceCell<Box<Stream>>,
+}
+
+/// Where a stream's bytes are.
+enum Body {
+    /// All of them in memory (format 1, or bytes handed over).
+    Held {
+        bytes: Vec<u8>,
+        /// Their blocks, seals checked once (by the first whole walk).
+        views: journal::BlockViews,
+    },
+    /// A format-2 file read a part at a time at each walk.
+    Parts(Parts),
+}
+
+/// Bytes read from the file per part: whole blocks, few enough to stay in cache while they
+/// are walked.
+const PART: usize = 16 * BLOCK;
+
+/// A format-2 journal read from its file a part at a time, so that a walk holds one part,
+/// never the journal. Later walks must see what the first whole walk saw: a sealed block is
+/// never written again, so it is read again (and its seal checked again); a block that was
+/// not sealed (a live journal's tail, a torn block) may still change on disk, so the first
+/// walk keeps its bytes and later walks use those. A later walk that finds a sealed block
+/// changed anyway (the file rewritten) stops there, and the file is read again whole
+/// ([`Stream::reread`]).
+struct Parts {
+    file: File,
+    /// What the first whole walk saw.
+    first: OnceCell<Seen>,
+    changed: Cell<bool>,
+}
+
+/// The blocks the first whole walk saw (views in file offsets), with the bytes of those not
+/// sealed; and how many bytes it walked.
+struct Seen {
+    len: usize,
+    blocks: Vec<(BlockView, Option<Box<[u8]>>)>,
 }
 
 impl Stream {
     /// Opens the journal at `path` (errors as [`journal::read`]'s).
     pub fn open(path: &Path) -> Result<Stream, ReadError> {
-        Stream::from_bytes(path, journal::read_bytes(path)?)
+        let (file, _) =
+            crate::infile::open(path, crate::infile::Kind::Journal).map_err(ReadError::Input)?;
+        Stream::open_file(path, file)
+    }
+
+    /// The journal at `path`, opened as `file` (checked to be a regular file within the
+    /// limit): a format-2 journal is read a part at a time, others whole.
+    pub fn open_file(path: &Path, file: File) -> Result<Stream, ReadError> {
+        match Stream::open_format2(path, file) {
+            Some(s) => Ok(s),
+            None => Stream::from_bytes(path, journal::read_bytes(path)?),
+        }
+    }
+
+    /// The journal at `path`, opened as `file`, read a part at a time when it is of format 2
+    /// (its preamble says so); `None` for any other file.
+    pub fn open_format2(path: &Path, file: File) -> Option<Stream> {
+        let mut preamble = [0u8; PREAMBLE_LEN];
+        let n = read_at_most(&file, &mut preamble, 0);
+        if !matches!(check_preamble(&preamble[..n]), PreambleCheck::Ok(v) if v >= 2) {
+            return None;
+        }
+        let mut s = Stream {
+            path: path.to_path_buf(),
+            body: Body::Parts(Parts {
+                file,
+                first: OnceCell::new(),
+                changed: Cell::new(false),
+            }),
+            head: Header::default(),
+            meta: OnceCell::new(),
+            again: OnceCell::new(),
+        };
+        s.head = s
+            .walk_each(&mut |_: &mut Event| ControlFlow::Break(()))
+            .header;
+        Some(s)
     }
 
     /// A journal held as `bytes` (read from `path`).
@@ -43,21 +121,155 @@ impl Stream {
             .header;
         Ok(Stream {
             path: path.to_path_buf(),
-            bytes,
-            views: journal::BlockViews::default(),
+            body: Body::Held {
+                bytes,
+                views: journal::BlockViews::default(),
+            },
             head,
             meta: OnceCell::new(),
+            again: OnceCell::new(),
         })
     }
 
     /// The journal without its events: header, modules, warnings, damage.
     pub fn meta(&self) -> &Journal {
+        if let Some(a) = self.again.get() {
+            return a.meta();
+        }
         self.meta.get_or_init(|| {
-            journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut |_: &mut Event| {
-                ControlFlow::Continue(())
-            })
-            .unwrap_or_default()
+            let mut none = |_: &mut Event| ControlFlow::Continue(());
+            self.walk_each(&mut none)
         })
+    }
+
+    /// Whether a walk found the file changed since the first whole walk, and it was read
+    /// again, whole: every walk is then that copy's, and what was walked before is to be
+    /// walked again.
+    pub fn reread(&self) -> bool {
+        if !self.changed() || self.again.get().is_some() {
+            return false;
+        }
+        let fresh =
+            journal::read_bytes(&self.path).and_then(|b| Stream::from_bytes(&self.path, b));
+        match fresh {
+            Ok(s) => {
+                let _ = self.again.set(Box::new(s));
+                true
+            }
+            // Unreadable now: what the walks found stands.
+            Err(_) => false,
+        }
+    }
+
+    /// One walk of the journal's records through `each`: the journal without its events
+    /// (`Journal::default()` when the bytes are no journal).
+    fn walk_each<E: journal::Each>(&self, each: &mut E) -> Journal {
+        match &self.body {
+            Body::Held { bytes, views } => {
+                journal::parse_each_in(&self.path, bytes, views, each).unwrap_or_default()
+            }
+            Body::Parts(p) => p.walk(&self.path, each),
+        }
+    }
+
+    /// A walk stopped at a change (see [`Parts`]).
+    fn changed(&self) -> bool {
+        matches!(&self.body, Body::Parts(p) if p.changed.get())
+    }
+}
+
+/// Reads up to `buf.len()` bytes at `offset` (fewer at the end of the file, none past an
+/// error).
+fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+impl Parts {
+    /// One walk: the journal without its events.
+    fn walk<E: journal::Each>(&self, path: &Path, each: &mut E) -> Journal {
+        let mut j = Journal {
+            path: path.to_path_buf(),
+            ..Journal::default()
+        };
+        let first = self.first.get();
+        let mut w = journal::blocks::PartWalk::new(each);
+        let mut buf = vec![0u8; PART];
+        let mut seen: Vec<(BlockView, Option<Box<[u8]>>)> = Vec::new();
+        let mut base = 0usize;
+        let mut k = 0usize;
+        let limit = crate::infile::Kind::Journal.limit() as usize;
+        while !w.done {
+            let (n, file_ends) = match first {
+                None => {
+                    // As far as the file goes now (a live journal grows).
+                    let len = self
+                        .file
+                        .metadata()
+                        .map_or(0, |m| m.len() as usize)
+                        .min(limit);
+                    let want = len.saturating_sub(base).min(PART);
+                    let n = read_at_most(&self.file, &mut buf[..want], base as u64);
+                    (n, n < want || base + n >= len)
+                }
+                Some(s) => {
+                    let n = s.len.saturating_sub(base).min(PART);
+                    let got = read_at_most(&self.file, &mut buf[..n], base as u64);
+                    buf[got..n].fill(0);
+                    // The blocks that may have changed since, as the first walk saw them.
+                    for (v, kept) in s.blocks.iter().skip(k) {
+                        if v.start >= base + n {
+                            break;
+                        }
+                        if let Some(kept) = kept {
+                            let at = v.start - base;
+                            buf[at..at + kept.len()].copy_from_slice(kept);
+                        }
+                    }
+                    (n, base + n >= s.len)
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            let mut check = |v: &BlockView, bytes: &[u8]| match first {
+                None => {
+                    let keep = (v.state != BlockState::Sealed).then(|| bytes.into());
+                    seen.push((v.clone(), keep));
+                    true
+                }
+                Some(s) => {
+                    let same = s.blocks.get(k).is_some_and(|(f, _)| f == v);
+                    k += 1;
+                    if !same {
+                        self.changed.set(true);
+                    }
+                    same
+                }
+            };
+            w.part(&mut j, &buf[..n], base, file_ends, &mut check);
+            base += n;
+            if file_ends {
+                break;
+            }
+        }
+        let whole = !w.broke && !self.changed.get();
+        w.finish(path, &mut j);
+        if first.is_none() && whole {
+            let _ = self.first.set(Seen {
+                len: base,
+                blocks: seen,
+            });
+        }
+        j
     }
 }
 
@@ -67,6 +279,9 @@ impl Records for Stream {
     }
 
     fn header(&self) -> &Header {
+        if let Some(a) = self.again.get() {
+            return a.header();
+        }
         self.meta.get().map_or(&self.head, |m| &m.header)
     }
 
@@ -78,9 +293,12 @@ impl Records for Stream {
     }
 
     fn walk_brief<F: FnMut(Offer<'_>) -> Option<ControlFlow<()>>>(&self, f: F) {
+        if let Some(a) = self.again.get() {
+            return a.walk_brief(f);
+        }
         let mut each = Offers { f, broke: false };
-        let walked = journal::parse_each_in(&self.path, &self.bytes, &self.views, &mut each);
-        if let (Ok(j), false) = (walked, each.broke) {
+        let j = self.walk_each(&mut each);
+        if !each.broke && !self.changed() {
             let _ = self.meta.set(j);
         }
     }
@@ -133,10 +351,17 @@ pub fn replay_stream(
     s: &Stream,
     timeline_points: Option<usize>,
 ) -> (process::ProcessBooks, Option<Vec<DeviceTimeline>>) {
-    let ix = Index::scan(s);
-    let mut tl = timeline_points.map(|n| Timeline::new(s, &ix, n));
-    let books = process::replay_indexed(s, &ix, &mut tl);
-    (books, tl.map(Timeline::finish))
+    let walks = || {
+        let ix = Index::scan(s);
+        let mut tl = timeline_points.map(|n| Timeline::new(s, &ix, n));
+        let books = process::replay_indexed(s, &ix, &mut tl);
+        (books, tl.map(Timeline::finish))
+    };
+    let out = walks();
+    if s.reread() {
+        return walks();
+    }
+    out
 }
 
 /// The books of the run at `path` (a folder of journals, or one journal). An error only
@@ -201,19 +426,26 @@ pub fn snapshot(path: &Path, at: &At, detail: Detail) -> Result<SnapshotRead, St
     let mut warnings = Vec::new();
     for f in &files {
         let s = Stream::open(f).map_err(|e| refuse(e.to_string()))?;
-        let ix = Index::scan(&s);
+        let take = || {
+            let ix = Index::scan(&s);
+            (!s.meta().corrupt).then(|| snapshot::take_one(&s, &ix, at, detail))
+        };
+        let mut one = take();
+        if s.reread() {
+            one = take();
+        }
         let meta = s.meta();
-        if meta.corrupt {
+        let Some(one) = one else {
             let why = meta.warnings.join("; ");
             return Err(refuse(format!(
                 "{} is corrupt ({why})",
                 meta.path.display()
             )));
-        }
+        };
         warnings.extend(meta.warnings.iter().cloned());
         taken.push(Taken {
             warnings: meta.warnings.clone(),
-            ..snapshot::take_one(&s, &ix, at, detail)
+            ..one
         });
     }
     Ok(SnapshotRead {
@@ -229,3 +461,7 @@ pub struct SnapshotRead {
     /// Every journal's warnings, in file order.
     pub warnings: Vec<String>,
 }
+
+#[cfg(test)]
+#[path = "run_replay_tests.rs"]
+mod tests;

@@ -27,9 +27,20 @@ pub struct DiffArgs {
 
 /// Runs `vramledger diff`; returns the exit code.
 pub fn main(args: DiffArgs) -> i32 {
-    // Both are read before either error stops the verb: each bad input is said.
-    let load = |p| report_input::load(p).inspect_err(|e| eprintln!("vramledger: {e}"));
-    let (Ok(a), Ok(b)) = (load(&args.a), load(&args.b)) else {
+    // Both are read (at once, each on its own thread: each is read a part at a time, so
+    // two cost little memory) before either error stops the verb: each bad input is said,
+    // A's first.
+    let (a, b) = std::thread::scope(|s| {
+        let b = s.spawn(|| report_input::load(&args.b));
+        let a = report_input::load(&args.a);
+        let b = b.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (a, b)
+    });
+    let (a, b) = (
+        a.inspect_err(|e| eprintln!("vramledger: {e}")),
+        b.inspect_err(|e| eprintln!("vramledger: {e}")),
+    );
+    let (Ok(a), Ok(b)) = (a, b) else {
         return exit::BAD_INPUT;
     };
     say::warnings(&a.warnings);

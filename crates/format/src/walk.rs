@@ -124,17 +124,33 @@ pub struct Records<'a> {
     at: usize,
     end: usize,
     done: bool,
+    /// The file ends where `bytes` end (else `bytes` are a part of it, whole blocks).
+    file_ends: bool,
 }
 
 impl<'a> Records<'a> {
     /// Walks `bytes[area]` (offsets are file offsets).
     pub fn new(bytes: &'a [u8], area: Range<usize>) -> Records<'a> {
+        Records::in_part(bytes, area, true)
+    }
+
+    /// Walks `bytes[area]`, where `bytes` are a part of a file made of whole blocks (offsets
+    /// are indices into it) that ends the file when `file_ends`: a record that runs past
+    /// the end of `bytes` is then cut off, else damage, as in the whole file.
+    pub fn in_part(bytes: &'a [u8], area: Range<usize>, file_ends: bool) -> Records<'a> {
         Records {
             bytes,
             at: area.start,
             end: area.end.min(bytes.len()),
             done: false,
+            file_ends,
         }
+    }
+
+    /// The area runs to the end of the file.
+    #[inline]
+    fn at_file_end(&self) -> bool {
+        self.file_ends && self.end == self.bytes.len()
     }
 
     /// Where the walk stands: the offset of the next record (or where it stopped).
@@ -172,7 +188,7 @@ impl<'a> Iterator for Records<'a> {
                 let tail = &self.bytes[at.min(self.end)..self.end];
                 return if tail.iter().all(|&x| x == 0) {
                     None
-                } else if self.end == self.bytes.len() {
+                } else if self.at_file_end() {
                     self.stop(Item::Cut { at })
                 } else {
                     self.damaged()
@@ -192,7 +208,7 @@ impl<'a> Iterator for Records<'a> {
                         self.at += len;
                         return Some(Item::Lost { at, len });
                     }
-                    Some(_) if self.end == self.bytes.len() => {
+                    Some(_) if self.at_file_end() => {
                         return self.stop(Item::Cut { at });
                     }
                     _ => return self.damaged(),
@@ -202,7 +218,7 @@ impl<'a> Iterator for Records<'a> {
                         self.at += len;
                         return Some(Item::Compact { at, fields });
                     }
-                    None if self.end == self.bytes.len()
+                    None if self.at_file_end()
                         && self.bytes.len() < at + compact::MAX_LEN =>
                     {
                         return self.stop(Item::Cut { at });
@@ -216,7 +232,7 @@ impl<'a> Iterator for Records<'a> {
                         self.at += used;
                         return Some(Item::Frame { at, kind, payload });
                     }
-                    Err(FrameError::Truncated) if self.end == self.bytes.len() => {
+                    Err(FrameError::Truncated) if self.at_file_end() => {
                         return self.stop(Item::Cut { at })
                     }
                     Err(_) => return self.damaged(),
