@@ -1,5 +1,6 @@
 //! A run read for `report`, `diff` and `snapshot` journal by journal, each replayed as it is
-//! decoded: no journal's records are ever held (one journal's file bytes are, while it is
+//! decoded: no journal's records are ever held, and a journal of format 2 is read from its
+//! file a part at a time ([`Stream`]; a format-1 journal's file bytes are held while it is
 //! replayed), so memory stays that of the books, whatever the journals' length.
 //!
 //! The journal policy is [`crate::journal::load`]'s: files that cannot be read are listed
