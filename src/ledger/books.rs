@@ -138,6 +138,7 @@ fn bump(lp: &mut LivePeak, bytes: i64) {
 }
 
 impl Observer for Books<'_> {
+    #[inline]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         let e = r.e;
         let span = r.span;

@@ -375,6 +375,7 @@ impl Observer for Pools<'_> {
         ControlFlow::Continue(())
     }
 
+    #[inline]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         if let Some((snap, first)) = self.ix.last_torch_snapshot {
             if let Some(s) = self.reading.as_mut().filter(|_| r.index == first) {
