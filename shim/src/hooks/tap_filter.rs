@@ -65,6 +65,47 @@ const TABLES: [[[u8; 16]; 2]; DEPTH] = {
     t
 };
 
+/// For each anchor byte position, the buckets that a whole byte value allows there (both
+/// nibble tables at once): the scalar lookups of a line's last positions.
+const FULL: [[u8; 256]; DEPTH] = {
+    let mut f = [[0u8; 256]; DEPTH];
+    let mut k = 0;
+    while k < DEPTH {
+        let mut c = 0;
+        while c < 256 {
+            f[k][c] = TABLES[k][0][c & 15] & TABLES[k][1][c >> 4];
+            c += 1;
+        }
+        k += 1;
+    }
+    f
+};
+
+/// Whether position `k` takes any byte for some anchor (one shorter than `k + 1`); where it
+/// does not, only the anchors' own bytes (all ASCII, checked here) are allowed there.
+const WILD: [bool; DEPTH] = {
+    let mut w = [false; DEPTH];
+    let mut lead = 0usize;
+    while lead < 256 {
+        let list = log::anchors(lead as u8);
+        let mut a = 0;
+        while a < list.len() {
+            let mut k = 0;
+            while k < DEPTH {
+                if k >= list[a].len() {
+                    w[k] = true;
+                } else {
+                    assert!(list[a][k] < 0x80, "anchors are ASCII");
+                }
+                k += 1;
+            }
+            a += 1;
+        }
+        lead += 1;
+    }
+    w
+};
+
 /// True unless `bytes` surely holds no anchor (then no grammar can match the line).
 #[inline]
 pub fn may_match(bytes: &[u8]) -> bool {
@@ -92,26 +133,30 @@ mod simd {
     use std::arch::x86_64::*;
     use std::sync::atomic::{AtomicU8, Ordering};
 
-    use super::TABLES;
+    use super::{FULL, TABLES, WILD};
 
     // 0 not asked, 1 AVX2, 2 SSSE3, 3 neither.
     static LEVEL: AtomicU8 = AtomicU8::new(0);
 
+    #[inline(always)]
     fn level() -> u8 {
         match LEVEL.load(Ordering::Relaxed) {
-            0 => {
-                let l = if std::is_x86_feature_detected!("avx2") {
-                    1
-                } else if std::is_x86_feature_detected!("ssse3") {
-                    2
-                } else {
-                    3
-                };
-                LEVEL.store(l, Ordering::Relaxed);
-                l
-            }
+            0 => level_first(),
             l => l,
         }
+    }
+
+    #[cold]
+    fn level_first() -> u8 {
+        let l = if std::is_x86_feature_detected!("avx2") {
+            1
+        } else if std::is_x86_feature_detected!("ssse3") {
+            2
+        } else {
+            3
+        };
+        LEVEL.store(l, Ordering::Relaxed);
+        l
     }
 
     /// Whether `bytes` has a candidate position; `None` without the instructions.
@@ -163,17 +208,20 @@ mod simd {
             let (lo1, hi1) = (row(1, 0), row(1, 1));
             let (lo2, hi2) = (row(2, 0), row(2, 1));
             let nib = _mm256_set1_epi8(0x0f);
-            let look = |v: __m256i, lo: __m256i, hi: __m256i| {
-                let l = _mm256_shuffle_epi8(lo, _mm256_and_si256(v, nib));
+            // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where
+            // no anchor can have such a byte (`WILD[k]` false), so the low nibble needs no mask.
+            let look = |v: __m256i, lo: __m256i, hi: __m256i, wild: bool| {
+                let idx = if wild { _mm256_and_si256(v, nib) } else { v };
+                let l = _mm256_shuffle_epi8(lo, idx);
                 let h = _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
                 _mm256_and_si256(l, h)
             };
             let p = bytes.as_ptr();
             let window = |at: usize| {
                 let q = p.add(at);
-                let m0 = look(_mm256_loadu_si256(q.cast()), lo0, hi0);
-                let m1 = look(_mm256_loadu_si256(q.add(1).cast()), lo1, hi1);
-                let m2 = look(_mm256_loadu_si256(q.add(2).cast()), lo2, hi2);
+                let m0 = look(_mm256_loadu_si256(q.cast()), lo0, hi0, WILD[0]);
+                let m1 = look(_mm256_loadu_si256(q.add(1).cast()), lo1, hi1, WILD[1]);
+                let m2 = look(_mm256_loadu_si256(q.add(2).cast()), lo2, hi2, WILD[2]);
                 let m = _mm256_and_si256(_mm256_and_si256(m0, m1), m2);
                 _mm256_testz_si256(m, m) == 0
             };
@@ -190,20 +238,18 @@ mod simd {
                 return true;
             }
         }
-        // The last two positions: their windows run past the line (nothing there matches).
-        tail(bytes, len - 2)
+        tail(bytes)
     }
 
-    /// Positions from `from` to the end, one by one (bytes past the end read as 0).
-    fn tail(bytes: &[u8], from: usize) -> bool {
-        (from..bytes.len()).any(|i| {
-            let mut m = 0xffu8;
-            for (k, t) in TABLES.iter().enumerate() {
-                let c = bytes.get(i + k).copied().unwrap_or(0);
-                m &= t[0][(c & 15) as usize] & t[1][(c >> 4) as usize];
-            }
-            m != 0
-        })
+    /// The last two positions of a line, whose windows run past its end (bytes there read as
+    /// 0): two lookups each in the combined tables.
+    #[inline(always)]
+    fn tail(bytes: &[u8]) -> bool {
+        let [.., a, b] = *bytes else {
+            return false;
+        };
+        let (a, b) = (a as usize, b as usize);
+        (FULL[0][a] & FULL[1][b] & FULL[2][0]) | (FULL[0][b] & FULL[1][0] & FULL[2][0]) != 0
     }
 
     #[target_feature(enable = "ssse3")]
@@ -311,15 +357,21 @@ mod tests {
             b"-default args: {",
             b"_gpu_memory",
         ] {
-            for pad in [
-                0usize, 1, 13, 14, 15, 16, 17, 30, 31, 32, 33, 34, 63, 64, 65,
-            ] {
-                let mut l = vec![b'x'; pad];
-                l.extend_from_slice(a);
-                assert!(may_match(&l), "{}", String::from_utf8_lossy(&l));
-                let mut r = a.to_vec();
-                r.extend(vec![b'x'; pad]);
-                assert!(may_match(&r), "{}", String::from_utf8_lossy(&r));
+            // UTF-8 bytes (0x80 and above) beside an anchor as well as ASCII.
+            for fill in [b'x', 0xc3, 0xff] {
+                for pad in [
+                    0usize, 1, 13, 14, 15, 16, 17, 30, 31, 32, 33, 34, 63, 64, 65,
+                ] {
+                    let mut l = vec![fill; pad];
+                    l.extend_from_slice(a);
+                    assert!(may_match(&l), "{}", String::from_utf8_lossy(&l));
+                    let mut r = a.to_vec();
+                    r.extend(vec![fill; pad]);
+                    assert!(may_match(&r), "{}", String::from_utf8_lossy(&r));
+                    if let Some(c) = simd::candidates(&r) {
+                        assert!(c, "{}", String::from_utf8_lossy(&r));
+                    }
+                }
             }
         }
     }
