@@ -49,7 +49,7 @@ pub fn stop(t0: u64) {
     }
 }
 
-/// One debug line: the sums at `when` (a stage's name, or the exit).
+/// One debug line: the sums at `when` (a stage's name, or the exit), once anything was recorded.
 pub fn say(when: &str) {
     if !ON.load(Ordering::Relaxed) {
         return;
@@ -57,7 +57,10 @@ pub fn say(when: &str) {
     let up = mono().saturating_sub(LOADED_NS.load(Ordering::Relaxed));
     let inside = INSIDE_NS.load(Ordering::Relaxed);
     let n = RECORDINGS.load(Ordering::Relaxed);
-    guard::debug(|| summary(when, n, inside, up));
+    // A process that never recorded (a compiler worker, a helper) has nothing to say.
+    if n > 0 {
+        guard::debug(|| summary(when, n, inside, up));
+    }
 }
 
 /// `self time at WHEN: N recordings, X ms inside vramledger of Y s since load (P%)`.
