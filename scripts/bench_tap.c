@@ -21,16 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 int main(int argc, char **argv) {
     int blocks = argc > 1 ? atoi(argv[1]) : 40;
@@ -71,8 +62,8 @@ int main(int argc, char **argv) {
         d[b] = ((t1 - t0) - (t2 - t1)) / n;
         tap[b] = ((t1 - t0) - (t3 - t2)) / n;
     }
-    qsort(d, blocks, sizeof *d, cmp);
-    qsort(tap, blocks, sizeof *tap, cmp);
+    qsort(d, blocks, sizeof *d, cmp_double);
+    qsort(tap, blocks, sizeof *tap, cmp_double);
     fprintf(stderr, "write_minus_syscall_ns=%.1f\n", d[blocks / 2]);
     fprintf(stderr, "tap_added_ns=%.1f\n", tap[blocks / 2]);
     return 0;
