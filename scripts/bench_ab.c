@@ -17,35 +17,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 typedef unsigned long long CUdeviceptr;
 typedef int (*alloc_t)(CUdeviceptr *, size_t);
 typedef int (*free_t)(CUdeviceptr);
 typedef int (*direct_t)(long, size_t);
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void *need(void *h, const char *name) {
-    void *p = dlsym(h, name);
-    if (!p) {
-        fprintf(stderr, "bench_ab: %s: %s\n", name, dlerror());
-        exit(3);
-    }
-    return p;
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -63,12 +40,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_ab: dlopen: %s\n", dlerror());
         return 2;
     }
-    int (*init)(unsigned) = (int (*)(unsigned))need(cuda, "cuInit");
-    int (*retain)(void **, int) = (int (*)(void **, int))need(cuda, "cuDevicePrimaryCtxRetain");
-    int (*set_current)(void *) = (int (*)(void *))need(cuda, "cuCtxSetCurrent");
-    alloc_t alloc = (alloc_t)need(cuda, "cuMemAlloc_v2");
-    free_t release = (free_t)need(cuda, "cuMemFree_v2");
-    direct_t direct = (direct_t)need(direct_lib, "bench_direct_pairs");
+    int (*init)(unsigned) = (int (*)(unsigned))need(cuda, "cuInit", "bench_ab");
+    int (*retain)(void **, int) = (int (*)(void **, int))need(cuda, "cuDevicePrimaryCtxRetain", "bench_ab");
+    int (*set_current)(void *) = (int (*)(void *))need(cuda, "cuCtxSetCurrent", "bench_ab");
+    alloc_t alloc = (alloc_t)need(cuda, "cuMemAlloc_v2", "bench_ab");
+    free_t release = (free_t)need(cuda, "cuMemFree_v2", "bench_ab");
+    direct_t direct = (direct_t)need(direct_lib, "bench_direct_pairs", "bench_ab");
 
     void *ctx = NULL;
     if (init(0) || retain(&ctx, 0) || set_current(ctx)) {

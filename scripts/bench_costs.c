@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 typedef unsigned long long CUdeviceptr;
 static int (*alloc_fn)(CUdeviceptr *, size_t);
 static int (*free_fn)(CUdeviceptr);
@@ -58,12 +60,6 @@ static uint32_t crc8(const uint8_t *p, size_t n) {
     return ~c;
 }
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static void extra(int which, uint8_t *rec) {
     struct timespec ts;
     int d;
@@ -87,11 +83,6 @@ static int block(long pairs, size_t bytes, int which, uint8_t *rec, double *ns) 
     }
     *ns = (now_ns() - t0) / pairs;
     return 0;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -126,8 +117,8 @@ int main(int argc, char **argv) {
             add[b] = with - base;
             ratio[b] = with / base;
         }
-        qsort(add, blocks, sizeof *add, cmp);
-        qsort(ratio, blocks, sizeof *ratio, cmp);
+        qsort(add, blocks, sizeof *add, cmp_double);
+        qsort(ratio, blocks, sizeof *ratio, cmp_double);
         printf("cost %s added_ns=%.1f ratio=%.4f (pair %.0f ns)\n", names[which], add[blocks / 2], ratio[blocks / 2], base);
     }
     return 0;

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 #ifndef BENCH_LABEL
 #define BENCH_LABEL "h200"
 #endif
@@ -40,12 +42,6 @@ static void *sym(void *h, const char *name, int required) {
         exit(3);
     }
     return p;
-}
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 #define CHECK(call)                                                              \

@@ -19,34 +19,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 typedef int (*malloc_t)(void **, size_t);
 typedef int (*free_t)(void *);
 typedef int (*setdev_t)(int);
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void *need(void *h, const char *name) {
-    void *p = dlsym(h, name);
-    if (!p) {
-        fprintf(stderr, "bench_rt: %s: %s\n", name, dlerror());
-        exit(3);
-    }
-    return p;
-}
 
 struct rt {
     malloc_t alloc;
@@ -59,8 +36,8 @@ static struct rt open_rt(const char *path, int flags) {
         fprintf(stderr, "bench_rt: dlopen %s: %s\n", path, dlerror());
         exit(2);
     }
-    struct rt r = {(malloc_t)need(h, "cudaMalloc"), (free_t)need(h, "cudaFree")};
-    setdev_t set = (setdev_t)need(h, "cudaSetDevice");
+    struct rt r = {(malloc_t)need(h, "cudaMalloc", "bench_rt"), (free_t)need(h, "cudaFree", "bench_rt")};
+    setdev_t set = (setdev_t)need(h, "cudaSetDevice", "bench_rt");
     if (set(0)) {
         fprintf(stderr, "bench_rt: cudaSetDevice(0) failed in %s\n", path);
         exit(4);

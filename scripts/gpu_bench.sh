@@ -106,11 +106,16 @@ log "== 4. the tap before serving (ns added per write / printf / fputs that matc
 for line in 0 1; do
     for l in "${LIBS[@]}"; do
         name="${l%%:*}"
-        for ((r = 1; r <= 2; r++)); do
-            plain=$("$WORK/bench_tap" 30 10000 $line startup 2>&1 >/dev/null | sed -n 's/write_minus_syscall_ns=//p')
-            hooked=$(LD_PRELOAD="${l#*:}" VRAMLEDGER_OUT="$WORK/tapj" "$WORK/bench_tap" 30 10000 $line startup 2>&1 >/dev/null | sed -n 's/write_minus_syscall_ns=//p')
-            add=$(python3 -c "print(round($hooked - $plain, 1))")
-            log "tap $name line $line run $r: without ${plain} ns, with ${hooked} ns: adds $add ns"
+        for ((r = 1; r <= 3; r++)); do
+            # tap_added_ns: the interposed write against libc's own in one process (the
+            # figure); write_minus_syscall_ns with and without the preload: the older one.
+            plain=$("$WORK/bench_tap" 60 10000 $line startup 2>&1 >/dev/null)
+            hooked=$(LD_PRELOAD="${l#*:}" VRAMLEDGER_OUT="$WORK/tapj" "$WORK/bench_tap" 60 10000 $line startup 2>&1 >/dev/null)
+            p_sys=$(sed -n 's/write_minus_syscall_ns=//p' <<<"$plain")
+            h_sys=$(sed -n 's/write_minus_syscall_ns=//p' <<<"$hooked")
+            noise=$(sed -n 's/tap_added_ns=//p' <<<"$plain")
+            add=$(sed -n 's/tap_added_ns=//p' <<<"$hooked")
+            log "tap $name line $line run $r: in one process adds $add ns (method noise without the preload: $noise ns); write − syscall without ${p_sys} ns, with ${h_sys} ns"
             SUM[tap_${name}_$line]+="$add; "
         done
         p=$("$WORK/bench_stdio" 100000 $line 2>&1 >/dev/null)

@@ -36,7 +36,7 @@ for whl in target/wheels/vramledger-*manylinux*.whl; do
 done
 # Sources only: no build outputs, no caches.
 find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
-find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
+find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
 
 if [[ -n "${BASE_REF:-}" ]]; then
     BASE_SRC="$(mktemp -d /tmp/vramledger-base.XXXXXX)"

@@ -5,7 +5,8 @@
 # runs the repository's own GPU scripts in turn, each under a time limit, writes one line per
 # step (rc, seconds) to session.txt and packs everything into OUTDIR/session-PART.tar.gz.
 #
-#   bash scripts/gpu_session.sh torch [OUTDIR]     everything that needs no vLLM: graph pools of a
+#   [BENCH_REPS=N] bash scripts/gpu_session.sh torch [OUTDIR]
+#                                                  everything that needs no vLLM: graph pools of a
 #                                                  compiled HF model, the in-process benchmarks, the
 #                                                  pip package, the shim's safety checks, the
 #                                                  SGLang-shaped books, sizing from a run's settings
@@ -13,7 +14,7 @@
 #                                                  scraped while vLLM starts
 #   bash scripts/gpu_session.sh ab BUDGET_S [OUTDIR]  the vLLM overhead A/B for BUDGET_S seconds
 #
-# Step limits add up to under 10 minutes a part (one device call).
+# Step limits add up to under 10 minutes a part (one device call) with BENCH_REPS up to 4.
 # Calls that follow each other on a warm machine share /tmp (compile caches, the A/B state).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -55,7 +56,9 @@ torch)
     step books 60 bash scripts/gpu_books.sh "$W/books"
     step sizing 50 bash scripts/gpu_sizing.sh "$W/sizing"
     GRAPHPOOL_MODES=default step graphpool 150 bash scripts/gpu_graphpool.sh "$W/graphpool"
-    BENCH_REPS=1 step bench 150 bash scripts/gpu_bench.sh "$W/bench"
+    # BENCH_REPS (default 1): runs of each pair ratio, ~25 s each for both builds.
+    REPS=${BENCH_REPS:-1}
+    BENCH_REPS=$REPS step bench $((130 + 25 * REPS)) bash scripts/gpu_bench.sh "$W/bench"
     step first-hour 90 bash scripts/gpu_first_hour.sh "$W"
     ;;
 ab)

@@ -731,3 +731,54 @@ fn allocations_on_two_devices_of_one_process_keep_their_devices() {
     }
     assert!(j.device_identity(0).is_some() && j.device_identity(1).is_some());
 }
+
+/// With `VRAMLEDGER_DEBUG=1` the shim says, at each stage boundary and at exit, how much of
+/// the process's time its own recording took: every recording counted, the time inside a
+/// part of the time since load, and the sums growing from stage to stage.
+#[test]
+fn debug_says_the_time_inside_vramledger_at_each_stage_and_at_exit() {
+    let (out, js) = traced(
+        "server_like",
+        &[],
+        &[("VRAMLEDGER_DEBUG", "1"), ("DEMO_KV_MIB", "64")],
+        "self-time",
+    );
+    assert!(out.success(), "{}", out.dump());
+    // (when, recordings, ms inside, s since load)
+    let said: Vec<(String, u64, f64, f64)> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.split("self time at ").nth(1))
+        .map(|rest| {
+            let (when, rest) = rest.split_once(": ").unwrap();
+            let num = |s: &str| s.split(' ').next().unwrap().to_string();
+            let n: u64 = num(rest).parse().unwrap();
+            let ms: f64 = num(rest.split(" recordings, ").nth(1).unwrap())
+                .parse()
+                .unwrap();
+            let up: f64 = num(rest.split(" of ").nth(1).unwrap()).parse().unwrap();
+            (when.to_string(), n, ms, up)
+        })
+        .collect();
+    let whens: Vec<&str> = said.iter().map(|s| s.0.as_str()).collect();
+    for stage in [
+        "stage weight_load",
+        "stage graph_capture",
+        "stage serving",
+        "exit",
+    ] {
+        assert!(whens.contains(&stage), "{whens:?}\n{}", out.dump());
+    }
+    assert_eq!(whens.last(), Some(&"exit"));
+    for w in said.windows(2) {
+        assert!(w[1].1 >= w[0].1 && w[1].2 >= w[0].2, "{said:?}");
+    }
+    let (_, n, ms, up) = said.last().unwrap().clone();
+    // Every allocating or freeing record was one recording at least.
+    let records = js.iter().map(|j| j.events.len() as u64).sum::<u64>();
+    assert!(
+        n > 0 && n >= records / 2,
+        "{n} recordings, {records} records"
+    );
+    assert!(ms > 0.0 && ms < up * 1000.0, "{ms} ms inside of {up} s");
+}

@@ -3,7 +3,7 @@
 
 use vramledger_format::{Api, Kind};
 
-use crate::{recorder, samples, stages};
+use crate::{recorder, samples, selftime, stages};
 
 /// Enters stage `name` (said by `api`; `numbers` are the engine's own figures, e.g. the
 /// logged avail/usage GiB, stored as f64 bits; `line` is the log line if any).
@@ -25,4 +25,5 @@ pub fn enter(name: &str, api: Api, numbers: [Option<f64>; 2], line: &[u8]) {
     }
     recorder::emit(&e, &text);
     samples::boundary();
+    selftime::say(&format!("stage {name}"));
 }

@@ -28,6 +28,11 @@ pub fn mono_ns() -> u64 {
     read(CLOCK.load(Ordering::Relaxed))
 }
 
+/// CLOCK_MONOTONIC in nanoseconds, whichever clock the journal chose (for durations).
+pub fn precise_ns() -> u64 {
+    read(libc::CLOCK_MONOTONIC)
+}
+
 /// CLOCK_REALTIME in nanoseconds since the Unix epoch.
 pub fn realtime_ns() -> u64 {
     read(libc::CLOCK_REALTIME)

@@ -191,6 +191,14 @@ fn uuid(d: i32) -> Option<[u8; 16]> {
 
 /// The PCI bus id of device `d` (`0000:19:00.0`), as NVML and `nvidia-smi` spell it.
 pub fn pci_bus_id(d: i32) -> Option<String> {
+    let buf = pci_bus_id_c(d)?;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    let s = String::from_utf8_lossy(&buf[..end]).into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+/// The same, NUL-terminated as the driver wrote it (what NVML's lookup by bus id takes).
+pub fn pci_bus_id_c(d: i32) -> Option<[u8; 64]> {
     static F: AtomicUsize = AtomicUsize::new(0);
     let h = handle(d)?;
     let f = real::driver_fn(c"cuDeviceGetPCIBusId", &F);
@@ -202,13 +210,8 @@ pub fn pci_bus_id(d: i32) -> Option<String> {
     let f: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int =
         // SAFETY: looked up under this very name, whose C signature this is.
         unsafe { std::mem::transmute(f) };
-    // SAFETY: as above.
-    if unsafe { f(buf.as_mut_ptr().cast(), 63, h) } != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
-    let s = String::from_utf8_lossy(&buf[..end]).into_owned();
-    (!s.is_empty()).then_some(s)
+    // SAFETY: as above, into the local buffer of 64 (its last byte stays 0).
+    (unsafe { f(buf.as_mut_ptr().cast(), 63, h) } == 0).then_some(buf)
 }
 
 /// In a forked child: it has no context, and its journal names no device yet.

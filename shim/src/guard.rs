@@ -11,8 +11,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::config;
 use crate::thread::{self, Thread};
+use crate::{config, selftime};
 
 static BROKEN: AtomicBool = AtomicBool::new(false);
 
@@ -50,7 +50,9 @@ pub fn record_on<F: FnOnce(&Thread)>(f: F) {
         let errno = unsafe { libc::__errno_location() };
         // SAFETY: as above.
         let saved = unsafe { *errno };
+        let t0 = selftime::start();
         let outcome = catch_unwind(AssertUnwindSafe(|| f(t)));
+        selftime::stop(t0);
         // SAFETY: as above.
         unsafe { *errno = saved };
         t.busy.set(false);

@@ -43,5 +43,6 @@ pub mod real;
 pub mod recorder;
 pub mod rules_file;
 pub mod samples;
+pub mod selftime;
 pub mod stages;
 pub mod thread;

@@ -12,7 +12,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::{
-    attribution, books, devices, guard, hooks, journal, lifetime, pools, samples, stages, thread,
+    attribution, books, devices, guard, hooks, journal, lifetime, pools, samples, selftime, stages,
+    thread,
 };
 
 static REGISTERED: AtomicBool = AtomicBool::new(false);
@@ -28,6 +29,7 @@ extern "C" fn in_child() {
     hooks::tap::reset_in_child();
     pools::reset_in_child();
     samples::reset_in_child();
+    selftime::reset_in_child();
 }
 
 /// Registers the `atfork` child handler (once per process image).
@@ -42,6 +44,7 @@ extern "C" fn on_load() {
     let _ = std::panic::catch_unwind(|| {
         hooks::stdio::init_at_load();
         hooks::tap::init_at_load();
+        selftime::init_at_load();
         register_fork();
     });
 }
@@ -49,6 +52,7 @@ extern "C" fn on_load() {
 extern "C" fn on_unload() {
     let _ = std::panic::catch_unwind(|| {
         journal::close_at_exit();
+        selftime::say("exit");
         guard::debug(|| {
             let (unwound, learned) = attribution::unwind::walks();
             format!("walks past the runtime: {unwound} unwound, {learned} by learned frame sizes")

@@ -7,7 +7,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use crate::real;
+use crate::{devices, real};
 
 /// One NVML reading.
 #[derive(Debug, Clone, Copy)]
@@ -104,28 +104,13 @@ fn load() -> bool {
     true
 }
 
-fn bus_id(device: i32) -> Option<[u8; 64]> {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = real::driver_fn(c"cuDeviceGetPCIBusId", &F);
-    if f == 0 {
-        return None;
-    }
-    let mut buf = [0u8; 64];
-    // SAFETY: cuDeviceGetPCIBusId(char*, int len, CUdevice).
-    let f: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int =
-        // SAFETY: looked up under this very name, whose C signature this is.
-        unsafe { std::mem::transmute(f) };
-    // SAFETY: at most 63 bytes and a NUL into the local buffer of 64.
-    (unsafe { f(buf.as_mut_ptr().cast(), 63, device) } == 0).then_some(buf)
-}
-
 /// Reads NVML for CUDA device `device`.
 pub fn sample(device: i32) -> Option<Sample> {
     if device < 0 {
         return None;
     }
     let api = api()?;
-    let bus = bus_id(device)?;
+    let bus = devices::pci_bus_id_c(device)?;
     let mut handle = std::ptr::null_mut();
     // SAFETY: bus is NUL-terminated; handle is an out-pointer.
     if unsafe { (api.by_bus_id)(bus.as_ptr().cast(), &mut handle) } != 0 {

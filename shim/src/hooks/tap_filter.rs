@@ -16,17 +16,19 @@ use vramledger_engines::log;
 /// Bytes of an anchor the filter looks at.
 const DEPTH: usize = 3;
 
-/// The bucket of anchors starting with `lead` (chosen on real SGLang and vLLM logs: lines
-/// such as `INFO:`, `Decode batch. #running-req`, `(request 8841, …)` get no candidate).
+/// The bucket of anchors starting with `lead`: chosen with `scripts/tap_buckets.py`, which
+/// models this filter, so that ordinary serving lines (access logs, decode and prefill
+/// progress, request logs) get no candidate and as few real log lines without an anchor as
+/// it could find do.
 const fn bucket(lead: u8) -> u8 {
     match lead {
-        b'K' | b'G' => 0,
-        b'_' => 1,
-        b'I' | b'L' => 2,
-        b'M' | b'U' => 3,
-        b'C' | b'N' => 4,
-        b'D' | b'S' | b'H' => 5,
-        b'#' => 6,
+        b'S' | b'I' => 0,
+        b'-' => 1,
+        b'#' => 2,
+        b'K' | b'M' => 3,
+        b'L' | b'C' => 4,
+        b'_' => 5,
+        b'U' | b'N' | b'D' => 6,
         _ => 7,
     }
 }
@@ -62,7 +64,65 @@ const TABLES: [[[u8; 16]; 2]; DEPTH] = {
         }
         lead += 1;
     }
+    // Where the high nibble is not looked up (a shuffle fewer per step: the filter gets
+    // looser there, never stricter) it says only what the low one's shuffle says on its own:
+    // an ASCII byte, or any byte at a wild position.
+    let mut k = 0;
+    while k < DEPTH {
+        if LOW_ONLY[k] {
+            let mut h = 0;
+            while h < 16 {
+                t[k][1][h] = if h < 8 || WILD[k] { 0xff } else { 0 };
+                h += 1;
+            }
+        }
+        k += 1;
+    }
     t
+};
+
+/// The anchor byte positions whose high nibble is not looked up (see `TABLES`).
+const LOW_ONLY: [bool; DEPTH] = [false, true, true];
+
+/// For each anchor byte position, the buckets that a whole byte value allows there (both
+/// nibble tables at once): the scalar lookups of a line's last positions.
+const FULL: [[u8; 256]; DEPTH] = {
+    let mut f = [[0u8; 256]; DEPTH];
+    let mut k = 0;
+    while k < DEPTH {
+        let mut c = 0;
+        while c < 256 {
+            f[k][c] = TABLES[k][0][c & 15] & TABLES[k][1][c >> 4];
+            c += 1;
+        }
+        k += 1;
+    }
+    f
+};
+
+/// Whether position `k` takes any byte for some anchor (one shorter than `k + 1`); where it
+/// does not, only the anchors' own bytes (all ASCII, checked here) are allowed there.
+const WILD: [bool; DEPTH] = {
+    let mut w = [false; DEPTH];
+    let mut lead = 0usize;
+    while lead < 256 {
+        let list = log::anchors(lead as u8);
+        let mut a = 0;
+        while a < list.len() {
+            let mut k = 0;
+            while k < DEPTH {
+                if k >= list[a].len() {
+                    w[k] = true;
+                } else {
+                    assert!(list[a][k] < 0x80, "anchors are ASCII");
+                }
+                k += 1;
+            }
+            a += 1;
+        }
+        lead += 1;
+    }
+    w
 };
 
 /// True unless `bytes` surely holds no anchor (then no grammar can match the line).
@@ -92,26 +152,30 @@ mod simd {
     use std::arch::x86_64::*;
     use std::sync::atomic::{AtomicU8, Ordering};
 
-    use super::TABLES;
+    use super::{FULL, LOW_ONLY, TABLES, WILD};
 
     // 0 not asked, 1 AVX2, 2 SSSE3, 3 neither.
     static LEVEL: AtomicU8 = AtomicU8::new(0);
 
+    #[inline(always)]
     fn level() -> u8 {
         match LEVEL.load(Ordering::Relaxed) {
-            0 => {
-                let l = if std::is_x86_feature_detected!("avx2") {
-                    1
-                } else if std::is_x86_feature_detected!("ssse3") {
-                    2
-                } else {
-                    3
-                };
-                LEVEL.store(l, Ordering::Relaxed);
-                l
-            }
+            0 => level_first(),
             l => l,
         }
+    }
+
+    #[cold]
+    fn level_first() -> u8 {
+        let l = if std::is_x86_feature_detected!("avx2") {
+            1
+        } else if std::is_x86_feature_detected!("ssse3") {
+            2
+        } else {
+            3
+        };
+        LEVEL.store(l, Ordering::Relaxed);
+        l
     }
 
     /// Whether `bytes` has a candidate position; `None` without the instructions.
@@ -163,47 +227,53 @@ mod simd {
             let (lo1, hi1) = (row(1, 0), row(1, 1));
             let (lo2, hi2) = (row(2, 0), row(2, 1));
             let nib = _mm256_set1_epi8(0x0f);
-            let look = |v: __m256i, lo: __m256i, hi: __m256i| {
-                let l = _mm256_shuffle_epi8(lo, _mm256_and_si256(v, nib));
+            // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where
+            // no anchor can have such a byte (`WILD[k]` false), so the low nibble needs no mask.
+            // At a `LOW_ONLY` position that is all the high nibble's table says (`TABLES`).
+            let look = |v: __m256i, lo: __m256i, hi: __m256i, k: usize| {
+                let idx = if WILD[k] { _mm256_and_si256(v, nib) } else { v };
+                let l = _mm256_shuffle_epi8(lo, idx);
+                if LOW_ONLY[k] {
+                    return l;
+                }
                 let h = _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
                 _mm256_and_si256(l, h)
             };
             let p = bytes.as_ptr();
             let window = |at: usize| {
                 let q = p.add(at);
-                let m0 = look(_mm256_loadu_si256(q.cast()), lo0, hi0);
-                let m1 = look(_mm256_loadu_si256(q.add(1).cast()), lo1, hi1);
-                let m2 = look(_mm256_loadu_si256(q.add(2).cast()), lo2, hi2);
-                let m = _mm256_and_si256(_mm256_and_si256(m0, m1), m2);
-                _mm256_testz_si256(m, m) == 0
+                let m0 = look(_mm256_loadu_si256(q.cast()), lo0, hi0, 0);
+                let m1 = look(_mm256_loadu_si256(q.add(1).cast()), lo1, hi1, 1);
+                let m2 = look(_mm256_loadu_si256(q.add(2).cast()), lo2, hi2, 2);
+                _mm256_and_si256(_mm256_and_si256(m0, m1), m2)
             };
             // Positions [at, at + 32) for each window; the last one overlaps the one before
-            // (checking a position twice changes nothing).
+            // (checking a position twice changes nothing). The windows' survivors are
+            // gathered and tested once: a line that matches nothing (almost every line) is
+            // read to its end anyway, and one branch fewer per window is one less to guess
+            // wrong just after the kernel ran.
+            let mut any = _mm256_setzero_si256();
             let mut at = 0;
             while at + 34 <= len {
-                if window(at) {
-                    return true;
-                }
+                any = _mm256_or_si256(any, window(at));
                 at += 32;
             }
-            if at < len - 2 && window(len - 34) {
-                return true;
+            if at < len - 2 {
+                any = _mm256_or_si256(any, window(len - 34));
             }
+            _mm256_testz_si256(any, any) == 0 || tail(bytes)
         }
-        // The last two positions: their windows run past the line (nothing there matches).
-        tail(bytes, len - 2)
     }
 
-    /// Positions from `from` to the end, one by one (bytes past the end read as 0).
-    fn tail(bytes: &[u8], from: usize) -> bool {
-        (from..bytes.len()).any(|i| {
-            let mut m = 0xffu8;
-            for (k, t) in TABLES.iter().enumerate() {
-                let c = bytes.get(i + k).copied().unwrap_or(0);
-                m &= t[0][(c & 15) as usize] & t[1][(c >> 4) as usize];
-            }
-            m != 0
-        })
+    /// The last two positions of a line, whose windows run past its end (bytes there read as
+    /// 0): two lookups each in the combined tables.
+    #[inline(always)]
+    fn tail(bytes: &[u8]) -> bool {
+        let [.., a, b] = *bytes else {
+            return false;
+        };
+        let (a, b) = (a as usize, b as usize);
+        (FULL[0][a] & FULL[1][b] & FULL[2][0]) | (FULL[0][b] & FULL[1][0] & FULL[2][0]) != 0
     }
 
     #[target_feature(enable = "ssse3")]
@@ -311,15 +381,21 @@ mod tests {
             b"-default args: {",
             b"_gpu_memory",
         ] {
-            for pad in [
-                0usize, 1, 13, 14, 15, 16, 17, 30, 31, 32, 33, 34, 63, 64, 65,
-            ] {
-                let mut l = vec![b'x'; pad];
-                l.extend_from_slice(a);
-                assert!(may_match(&l), "{}", String::from_utf8_lossy(&l));
-                let mut r = a.to_vec();
-                r.extend(vec![b'x'; pad]);
-                assert!(may_match(&r), "{}", String::from_utf8_lossy(&r));
+            // UTF-8 bytes (0x80 and above) beside an anchor as well as ASCII.
+            for fill in [b'x', 0xc3, 0xff] {
+                for pad in [
+                    0usize, 1, 13, 14, 15, 16, 17, 30, 31, 32, 33, 34, 63, 64, 65,
+                ] {
+                    let mut l = vec![fill; pad];
+                    l.extend_from_slice(a);
+                    assert!(may_match(&l), "{}", String::from_utf8_lossy(&l));
+                    let mut r = a.to_vec();
+                    r.extend(vec![fill; pad]);
+                    assert!(may_match(&r), "{}", String::from_utf8_lossy(&r));
+                    if let Some(c) = simd::candidates(&r) {
+                        assert!(c, "{}", String::from_utf8_lossy(&r));
+                    }
+                }
             }
         }
     }
