@@ -7,10 +7,10 @@
 //! (each a message), damaged journals are read as far as they can be and flagged.
 
 use std::cell::{Cell, OnceCell};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::ops::ControlFlow;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use vramledger_format::block::BLOCK;
@@ -118,8 +118,8 @@ impl Stream {
 
     /// A journal held as `bytes` (read from `path`).
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Stream, ReadError> {
-        let head = journal::parse_each(path, &bytes, &mut |_: &mut Event| ControlFlow::Break(()))?
-            .header;
+        let head =
+            journal::parse_each(path, &bytes, &mut |_: &mut Event| ControlFlow::Break(()))?.header;
         Ok(Stream {
             path: path.to_path_buf(),
             body: Body::Held {
@@ -150,8 +150,7 @@ impl Stream {
         if !self.changed() || self.again.get().is_some() {
             return false;
         }
-        let fresh =
-            journal::read_bytes(&self.path).and_then(|b| Stream::from_bytes(&self.path, b));
+        let fresh = journal::read_bytes(&self.path).and_then(|b| Stream::from_bytes(&self.path, b));
         match fresh {
             Ok(s) => {
                 let _ = self.again.set(Box::new(s));

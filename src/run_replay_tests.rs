@@ -63,7 +63,10 @@ fn same_as_held(path: &Path, bytes: &[u8]) {
     let (held, parts) = match (held, parts) {
         (Ok(h), Ok(p)) => (h, p),
         (h, p) => {
-            let (h, p) = (h.err().map(|e| e.to_string()), p.err().map(|e| e.to_string()));
+            let (h, p) = (
+                h.err().map(|e| e.to_string()),
+                p.err().map(|e| e.to_string()),
+            );
             assert_eq!(h, p);
             assert!(h.is_some());
             return;
@@ -203,7 +206,11 @@ fn later_walks_see_what_the_first_walk_saw() {
     let s = Stream::open(&p).unwrap();
     let (first, fj) = walked(&s);
     assert_eq!(first.len(), 109);
-    assert!(fj.warnings.iter().any(|w| w.contains("lost")), "{:?}", fj.warnings);
+    assert!(
+        fj.warnings.iter().any(|w| w.contains("lost")),
+        "{:?}",
+        fj.warnings
+    );
     std::fs::write(&p, &committed).unwrap();
     let (again, aj) = walked(&s);
     assert!(again == first);

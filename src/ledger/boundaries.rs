@@ -221,7 +221,11 @@ impl Rising {
                 return None;
             }
             let head = get(&mut at);
-            let di = if head & 1 == 1 { get(&mut at) as usize } else { 1 };
+            let di = if head & 1 == 1 {
+                get(&mut at) as usize
+            } else {
+                1
+            };
             i += di;
             t += (head >> 1) as u64;
         }

@@ -340,7 +340,10 @@ fn the_rising_times_find_the_first_record_at_or_after_any_instant() {
     assert_eq!(r.first, kept.first().copied());
     for &(i, at) in kept.iter().step_by(37) {
         assert_eq!(r.first_at_or_after(at), Some((i, at)));
-        let want = kept.iter().copied().find(|&(_, kt)| kt >= at.saturating_sub(1));
+        let want = kept
+            .iter()
+            .copied()
+            .find(|&(_, kt)| kt >= at.saturating_sub(1));
         assert_eq!(r.first_at_or_after(at.saturating_sub(1)), want);
     }
     assert_eq!(r.first_at_or_after(t + 1), None);

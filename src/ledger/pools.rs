@@ -295,7 +295,9 @@ impl<'a> Pools<'a> {
     pub fn new(ix: &'a Index) -> Pools<'a> {
         Pools {
             ix,
-            snapshot_first: ix.last_torch_snapshot.map_or(usize::MAX, |(_, first)| first),
+            snapshot_first: ix
+                .last_torch_snapshot
+                .map_or(usize::MAX, |(_, first)| first),
             pass: Pass::default(),
             reading: None,
             torch_side: BTreeMap::new(),

@@ -218,9 +218,7 @@ impl<'a> Iterator for Records<'a> {
                         self.at += len;
                         return Some(Item::Compact { at, fields });
                     }
-                    None if self.at_file_end()
-                        && self.bytes.len() < at + compact::MAX_LEN =>
-                    {
+                    None if self.at_file_end() && self.bytes.len() < at + compact::MAX_LEN => {
                         return self.stop(Item::Cut { at });
                     }
                     None => return self.damaged(),
