@@ -227,9 +227,14 @@ fn recorded_journals_rewritten_in_format_2_read_the_same_in_a_third_of_the_bytes
     let files = find(&data).unwrap();
     assert!(files.len() >= 5, "{files:?}");
     let (mut before, mut after, mut events) = (0usize, 0usize, 0usize);
+    // Journals recorded in format 1 (later recordings are format 2 already).
+    let format1 = |f: &PathBuf| {
+        let raw = std::fs::read(f).unwrap();
+        vramledger_format::check_preamble(&raw) == vramledger_format::PreambleCheck::Ok(1)
+    };
     for f in files
         .iter()
-        .filter(|f| !f.to_string_lossy().contains("sglang-reference"))
+        .filter(|f| !f.to_string_lossy().contains("sglang-reference") && format1(f))
     {
         let j = read(f).unwrap();
         let mut w = MemJournal::new(&j.header);
