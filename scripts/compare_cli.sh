@@ -30,9 +30,9 @@ run_one() {
     # The same output path for both CLIs (messages name it).
     local out="$work/out.file"
     rm -f "$out" "$work/$tag.file"
-    local args=()
-    for a in "$@"; do
-        args+=("${a//@OUT@/$out}")
+    local args=() arg
+    for arg in "$@"; do
+        args+=("${arg//@OUT@/$out}")
     done
     "$cli" "${args[@]}" >"$work/$tag.stdout" 2>"$work/$tag.stderr"
     echo $? >"$work/$tag.rc"
