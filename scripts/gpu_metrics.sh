@@ -45,7 +45,9 @@ trap cleanup EXIT
 SERVE_PID=$!
 ADDR=""
 for _ in $(seq 100); do
-    ADDR="$(grep -o 'http://[0-9.:]*' "$W/serve.log" | head -1 | sed 's|http://||')"
+    # Up to "/metrics": serve's line may reach the file in pieces, and a piece ending inside
+    # the port would pass for an address.
+    ADDR="$(grep -o 'http://[0-9.:]*/metrics' "$W/serve.log" | head -1 | sed 's|http://||; s|/metrics||')"
     [[ -n $ADDR ]] && break
     sleep 0.1
 done
