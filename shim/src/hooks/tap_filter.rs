@@ -3,9 +3,11 @@
 //!
 //! A "Teddy" filter (after Hyperscan's): every anchor of `vramledger_engines::log::anchors`
 //! is put in one of 8 buckets by its first byte, and for each of its first three bytes two
-//! 16-entry tables say which buckets have that byte's low and high nibble there. One shuffle
-//! per table and position tells, for 16 (SSSE3) or 32 (AVX2) positions at once, which buckets
-//! could start there; a position where a bucket survives all three is a candidate, and only a
+//! 16-entry tables say which buckets have that byte's low and high nibble there (at the
+//! second and third byte the low nibble alone is looked up: four shuffles a step, not six).
+//! One shuffle per table and position tells, for 16 (SSSE3) or 32 (AVX2) positions at once,
+//! which buckets could start there; a position where a bucket survives all three is a
+//! candidate, and only a
 //! line with a candidate is handed to the exact prefilter (`log::may_match`). So this never
 //! says no where the exact one would say yes, and the buckets are chosen so that ordinary
 //! serving lines (access logs, decode progress, request logs) have no candidate at all.
