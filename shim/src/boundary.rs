@@ -25,5 +25,5 @@ pub fn enter(name: &str, api: Api, numbers: [Option<f64>; 2], line: &[u8]) {
     }
     recorder::emit(&e, &text);
     samples::boundary();
-    selftime::say(&format!("stage {name}"));
+    selftime::say(|| format!("stage {name}"));
 }

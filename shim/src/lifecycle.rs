@@ -52,7 +52,7 @@ extern "C" fn on_load() {
 extern "C" fn on_unload() {
     let _ = std::panic::catch_unwind(|| {
         journal::close_at_exit();
-        selftime::say("exit");
+        selftime::say(|| "exit".to_string());
         guard::debug(|| {
             let (unwound, learned) = attribution::unwind::walks();
             format!("walks past the runtime: {unwound} unwound, {learned} by learned frame sizes")

@@ -50,7 +50,7 @@ pub fn stop(t0: u64) {
 }
 
 /// One debug line: the sums at `when` (a stage's name, or the exit), once anything was recorded.
-pub fn say(when: &str) {
+pub fn say(when: impl FnOnce() -> String) {
     if !ON.load(Ordering::Relaxed) {
         return;
     }
@@ -59,7 +59,7 @@ pub fn say(when: &str) {
     let n = RECORDINGS.load(Ordering::Relaxed);
     // A process that never recorded (a compiler worker, a helper) has nothing to say.
     if n > 0 {
-        guard::debug(|| summary(when, n, inside, up));
+        guard::debug(|| summary(&when(), n, inside, up));
     }
 }
 
