@@ -241,7 +241,32 @@ fn serve_one(mut s: TcpStream, metrics: &dyn Fn(Format) -> String) {
         Err(HeadError::TooLarge) => Response::text(431, "request head too large\n"),
         Err(HeadError::Malformed) => Response::text(400, "not an HTTP/1.x request\n"),
     };
-    let _ = write_response(&mut s, &r, false);
+    if write_response(&mut s, &r, false).is_ok() {
+        linger(&mut s);
+    }
+}
+
+/// At most this much of a refused request is read (and dropped) after the answer.
+const LINGER_BYTES: usize = 64 * 1024;
+/// For at most this long between reads.
+const LINGER_WAIT: Duration = Duration::from_millis(200);
+
+/// After answering a request whose head was not read to its end (too large, not HTTP):
+/// closing with its bytes unread would make the kernel reset the connection, and a client
+/// whose read comes after the reset loses the answer. So the answer is followed by our end
+/// of the connection, and the client's remaining bytes are read and dropped, bounded in
+/// bytes and time, before the socket is closed.
+fn linger(s: &mut TcpStream) {
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let _ = s.set_read_timeout(Some(LINGER_WAIT));
+    let mut buf = [0u8; 4096];
+    let mut left = LINGER_BYTES;
+    while left > 0 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
 }
 
 /// A connection's place among [`MAX_CONNECTIONS`], given back when dropped.
