@@ -125,25 +125,24 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     const BEFORE: bool = A::BEFORE || B::BEFORE;
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         let a = self.0.before(now);
-        let b = self.1.before(now);
-        if a.is_break() && b.is_break() {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
+        both_break(a, self.1.before(now))
     }
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         let a = self.0.record(r);
-        let b = self.1.record(r);
-        if a.is_break() && b.is_break() {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
+        both_break(a, self.1.record(r))
     }
     fn end(&mut self, now: &Now<'_>) {
         self.0.end(now);
         self.1.end(now);
+    }
+}
+
+/// Two books' answers as one: the walk ends only when both would end it (each was asked).
+fn both_break(a: ControlFlow<()>, b: ControlFlow<()>) -> ControlFlow<()> {
+    if a.is_break() && b.is_break() {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
     }
 }
 

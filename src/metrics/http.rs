@@ -231,37 +231,37 @@ pub fn route(req: &Request, metrics: &dyn Fn(Format) -> String) -> Response {
 fn serve_one(mut s: TcpStream, metrics: &dyn Fn(Format) -> String) {
     let _ = s.set_read_timeout(Some(READ_TIMEOUT));
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
-    let r = match read_head(&mut s).and_then(|h| parse_head(&h)) {
-        Ok(req) => {
-            let r = route(&req, metrics);
-            let _ = write_response(&mut s, &r, req.method == "HEAD");
-            return;
-        }
+    let (r, head_only) = match read_head(&mut s).and_then(|h| parse_head(&h)) {
+        Ok(req) => (route(&req, metrics), req.method == "HEAD"),
         Err(HeadError::Gone) => return,
-        Err(HeadError::TooLarge) => Response::text(431, "request head too large\n"),
-        Err(HeadError::Malformed) => Response::text(400, "not an HTTP/1.x request\n"),
+        Err(HeadError::TooLarge) => (Response::text(431, "request head too large\n"), false),
+        Err(HeadError::Malformed) => (Response::text(400, "not an HTTP/1.x request\n"), false),
     };
-    if write_response(&mut s, &r, false).is_ok() {
+    if write_response(&mut s, &r, head_only).is_ok() {
         linger(&mut s);
     }
 }
 
-/// At most this much of a refused request is read (and dropped) after the answer.
+/// At most this much of what the client sent past the head is read (and dropped).
 const LINGER_BYTES: usize = 64 * 1024;
-/// For at most this long between reads.
+/// For at most this long in all.
 const LINGER_WAIT: Duration = Duration::from_millis(200);
 
-/// After answering a request whose head was not read to its end (too large, not HTTP):
-/// closing with its bytes unread would make the kernel reset the connection, and a client
-/// whose read comes after the reset loses the answer. So the answer is followed by our end
-/// of the connection, and the client's remaining bytes are read and dropped, bounded in
-/// bytes and time, before the socket is closed.
+/// After an answer: bytes the client sent that were not read (the rest of a head too large
+/// or not HTTP, a request's body) would make the kernel reset the connection on close, and
+/// a client whose read comes after the reset loses the answer. So our end is shut first and
+/// the client's remaining bytes are read and dropped, bounded in bytes and in time (a client
+/// that closes, as `Connection: close` asks, ends it at once), before the socket is closed.
 fn linger(s: &mut TcpStream) {
     let _ = s.shutdown(std::net::Shutdown::Write);
-    let _ = s.set_read_timeout(Some(LINGER_WAIT));
+    let deadline = std::time::Instant::now() + LINGER_WAIT;
     let mut buf = [0u8; 4096];
     let mut left = LINGER_BYTES;
     while left > 0 {
+        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+        if wait.is_zero() || s.set_read_timeout(Some(wait)).is_err() {
+            break;
+        }
         match s.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => left = left.saturating_sub(n),
