@@ -304,13 +304,12 @@ pub(crate) fn parse<F: Each + ?Sized>(
         }
         let (area, skip, last) = (b.data.clone(), b.state == BlockState::Corrupt, b.last);
         d.block(j, &b, 0);
-        if !skip {
-            if d.records_to(j, walk::Records::new(bytes, area), 0, &mut sink)
+        if !skip
+            && d.records_to(j, walk::Records::new(bytes, area), 0, &mut sink)
                 .is_break()
-            {
-                whole = false;
-                break 'blocks;
-            }
+        {
+            whole = false;
+            break 'blocks;
         }
         if last {
             break;
