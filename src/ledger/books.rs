@@ -181,7 +181,7 @@ fn bump(lp: &mut LivePeak, bytes: i64) {
 }
 
 impl Observer for Books<'_> {
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         let e = r.e;
         let span = r.span;

@@ -104,6 +104,7 @@ impl Pass {
 
     /// Takes one record, after the live books took it: bytes per pool move with the books'
     /// device deltas of PyTorch's owners.
+    #[inline(always)]
     fn apply(&mut self, r: &Rec<'_>, named: &HashMap<u64, (u64, u64)>) {
         let (e, kind) = (r.e, r.kind);
         if e.result != 0 {
@@ -280,7 +281,7 @@ struct Reading {
 /// The pools observer: bytes per pool, and the books at torch's last snapshot.
 pub struct Pools<'a> {
     ix: &'a Index,
-    /// The first record of torch's last snapshot (`usize::MAX`: none), checked before each.
+    /// The first record of torch's last snapshot (`usize::MAX`: none).
     snapshot_first: usize,
     pass: Pass,
     reading: Option<Reading>,
@@ -290,7 +291,7 @@ pub struct Pools<'a> {
 
 impl<'a> Pools<'a> {
     pub fn new(ix: &'a Index) -> Pools<'a> {
-        Pools {
+        let mut p = Pools {
             ix,
             snapshot_first: ix
                 .last_torch_snapshot
@@ -299,6 +300,24 @@ impl<'a> Pools<'a> {
             reading: None,
             torch_side: BTreeMap::new(),
             check: None,
+        };
+        if p.snapshot_first == 0 {
+            p.snapshot_begins(&LiveBooks::new());
+        }
+        p
+    }
+
+    /// torch's snapshot begins with the next record: the books' pieces as they stand now
+    /// (taken after the record before it, so that no call is made before every record).
+    #[cold]
+    fn snapshot_begins(&mut self, books: &LiveBooks) {
+        if let Some((snap, _)) = self.ix.last_torch_snapshot {
+            self.reading = Some(Reading {
+                snap,
+                t_ns: 0,
+                segs: Vec::new(),
+                pieces: self.pass.pieces(books),
+            });
         }
     }
 
@@ -358,23 +377,7 @@ impl<'a> Pools<'a> {
 }
 
 impl Observer for Pools<'_> {
-    const BEFORE: bool = true;
-    #[inline]
-    fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
-        if now.index == self.snapshot_first {
-            if let Some((snap, _)) = self.ix.last_torch_snapshot {
-                self.reading = Some(Reading {
-                    snap,
-                    t_ns: 0,
-                    segs: Vec::new(),
-                    pieces: self.pass.pieces(now.books),
-                });
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         if let Some((snap, first)) = self.ix.last_torch_snapshot {
             if let Some(s) = self.reading.as_mut().filter(|_| r.index == first) {
@@ -392,6 +395,9 @@ impl Observer for Pools<'_> {
             }
         }
         self.pass.apply(r, &self.ix.capture_pools);
+        if r.index + 1 == self.snapshot_first {
+            self.snapshot_begins(r.books);
+        }
         ControlFlow::Continue(())
     }
 

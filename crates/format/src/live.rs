@@ -101,6 +101,7 @@ impl LiveBooks {
         Self::default()
     }
 
+    #[inline(always)]
     fn add(&mut self, b: &Block, sign: i64) -> Delta {
         let key = (b.device, b.owner, b.mem);
         let hint = &mut self.last_total[b.owner as usize & 7];
@@ -198,47 +199,61 @@ impl LiveBooks {
     }
 
     /// Applies one event; returns the physical change it caused, if any.
+    #[inline(always)]
     pub fn apply(&mut self, e: &Event) -> Option<Delta> {
         if e.result != 0 {
             return None; // a failed call changed nothing
         }
+        // The two kinds of nearly every record inline into a replay's loop; the rest not.
         match e.kind()? {
-            Kind::Alloc => {
-                let b = Self::block_of(e, e.mem());
-                if is_async(e.api) {
-                    self.async_blocks.insert(e.addr, b);
-                    return None;
-                }
-                let mut old_delta = None;
-                if let Some(old) = self.blocks.insert(e.addr, b) {
-                    // The address was never freed in the journal: the old block is gone.
-                    self.unknown_frees += 1;
-                    old_delta = Some(self.add(&old, -1));
-                }
-                let d = self.add(&b, 1);
-                Some(match old_delta {
-                    Some(o) if o.owner == d.owner && o.device == d.device && o.mem == d.mem => {
-                        Delta {
-                            bytes: d.bytes + o.bytes,
-                            ..d
-                        }
-                    }
-                    _ => d,
-                })
+            Kind::Alloc => self.alloc(e),
+            Kind::Free => self.free(e),
+            k => self.apply_other(k, e),
+        }
+    }
+
+    #[inline(always)]
+    fn alloc(&mut self, e: &Event) -> Option<Delta> {
+        let b = Self::block_of(e, e.mem());
+        if is_async(e.api) {
+            self.async_blocks.insert(e.addr, b);
+            return None;
+        }
+        let mut old_delta = None;
+        if let Some(old) = self.blocks.insert(e.addr, b) {
+            // The address was never freed in the journal: the old block is gone.
+            self.unknown_frees += 1;
+            old_delta = Some(self.add(&old, -1));
+        }
+        let d = self.add(&b, 1);
+        Some(match old_delta {
+            Some(o) if o.owner == d.owner && o.device == d.device && o.mem == d.mem => Delta {
+                bytes: d.bytes + o.bytes,
+                ..d
+            },
+            _ => d,
+        })
+    }
+
+    #[inline(always)]
+    fn free(&mut self, e: &Event) -> Option<Delta> {
+        // (No stream-ordered block: no lookup.)
+        if !self.async_blocks.is_empty() && self.async_blocks.remove(&e.addr).is_some() {
+            return None;
+        }
+        match self.blocks.remove(&e.addr) {
+            Some(b) => Some(self.add(&b, -1)),
+            None => {
+                self.unknown_frees += 1;
+                None
             }
-            Kind::Free => {
-                // (No stream-ordered block: no lookup.)
-                if !self.async_blocks.is_empty() && self.async_blocks.remove(&e.addr).is_some() {
-                    return None;
-                }
-                match self.blocks.remove(&e.addr) {
-                    Some(b) => Some(self.add(&b, -1)),
-                    None => {
-                        self.unknown_frees += 1;
-                        None
-                    }
-                }
-            }
+        }
+    }
+
+    /// [`LiveBooks::apply`] of every kind but allocations and frees.
+    #[inline(never)]
+    fn apply_other(&mut self, kind: Kind, e: &Event) -> Option<Delta> {
+        match kind {
             Kind::VmmCreate | Kind::VmmImport if e.handle != 0 => {
                 let mem = if e.kind() == Some(Kind::VmmImport) {
                     MemKind::Peer
