@@ -220,7 +220,7 @@ pub fn wanted() -> bool {
 
 /// The fast path: false for a whole line that the prefilter rejects, with no partial line
 /// pending and no rule file (that is almost every write a server makes).
-#[inline]
+#[inline(always)]
 fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
     let ends_line = matches!(bytes.last(), Some(b'\n' | b'\r'));
     !ends_line

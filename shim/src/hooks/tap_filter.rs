@@ -128,13 +128,42 @@ const WILD: [bool; DEPTH] = {
 };
 
 /// True unless `bytes` surely holds no anchor (then no grammar can match the line).
-#[inline]
+#[inline(always)]
 pub fn may_match(bytes: &[u8]) -> bool {
-    match simd::candidates(bytes) {
+    match simd::candidates(bytes, ends_line(bytes)) {
         Some(false) => false,
         _ => log::may_match(bytes),
     }
 }
+
+/// Whether `bytes` ends with a line end: then no anchor starts at its last two positions
+/// (anchors are two bytes or more, and hold no line end: checked below), which the vector
+/// windows leave to a scalar tail.
+#[inline(always)]
+fn ends_line(bytes: &[u8]) -> bool {
+    matches!(bytes.last(), Some(b'\n' | b'\r'))
+}
+
+const _: () = {
+    let mut lead = 0usize;
+    while lead < 256 {
+        let list = log::anchors(lead as u8);
+        let mut a = 0;
+        while a < list.len() {
+            assert!(list[a].len() >= 2, "anchors are two bytes or more");
+            let mut k = 0;
+            while k < list[a].len() {
+                assert!(
+                    list[a][k] != b'\n' && list[a][k] != b'\r',
+                    "no line end in an anchor"
+                );
+                k += 1;
+            }
+            a += 1;
+        }
+        lead += 1;
+    }
+};
 
 /// The filter alone: `true` for a line with a candidate position.
 #[cfg(test)]
@@ -181,74 +210,99 @@ mod simd {
     }
 
     /// Whether `bytes` has a candidate position; `None` without the instructions.
-    #[inline]
-    pub fn candidates(bytes: &[u8]) -> Option<bool> {
+    #[inline(always)]
+    pub fn candidates(bytes: &[u8], ended: bool) -> Option<bool> {
         match level() {
             // SAFETY: the CPU has AVX2 (asked above).
-            1 => Some(unsafe { avx2(bytes) }),
+            1 => Some(unsafe {
+                if ended {
+                    avx2::<true>(bytes)
+                } else {
+                    avx2::<false>(bytes)
+                }
+            }),
             // SAFETY: the CPU has SSSE3 (asked above).
             2 => Some(unsafe { ssse3(bytes) }),
             _ => None,
         }
     }
 
-    /// The tables as 32-byte rows (each 16-byte table twice: AVX2 shuffles within halves).
-    #[repr(align(32))]
-    struct Wide([[[u8; 32]; 2]; 3]);
+    /// The four tables the AVX2 step looks up (position 0's low and high nibble, positions 1
+    /// and 2's low nibble: `LOW_ONLY`), each broadcast to both 16-byte halves (AVX2 shuffles
+    /// within halves). The compiler folds the broadcasts into 32-byte constants of its own;
+    /// forcing 16-byte loads from this one cache line measured the same (BENCHMARKS.md).
+    #[repr(C, align(64))]
+    struct Line([[u8; 16]; 4]);
 
-    static WIDE: Wide = {
-        let mut w = [[[0u8; 32]; 2]; 3];
-        let mut k = 0;
-        while k < 3 {
-            let mut h = 0;
-            while h < 2 {
-                let mut i = 0;
-                while i < 32 {
-                    w[k][h][i] = TABLES[k][h][i % 16];
-                    i += 1;
-                }
-                h += 1;
-            }
-            k += 1;
-        }
-        Wide(w)
+    static LINE: Line = {
+        assert!(!LOW_ONLY[0] && LOW_ONLY[1] && LOW_ONLY[2] && !WILD[0] && !WILD[1]);
+        Line([TABLES[0][0], TABLES[0][1], TABLES[1][0], TABLES[2][0]])
     };
 
+    /// The AVX2 tables in registers.
+    struct Tables {
+        lo0: __m256i,
+        hi0: __m256i,
+        lo1: __m256i,
+        lo2: __m256i,
+        nib: __m256i,
+    }
+
+    impl Tables {
+        /// # Safety
+        /// AVX2, in a caller compiled for it (`avx2`).
+        #[inline(always)]
+        unsafe fn load() -> Tables {
+            // SAFETY (caller): AVX2; the rows are 16 aligned bytes each.
+            unsafe {
+                let row = |i: usize| _mm_load_si128(LINE.0[i].as_ptr().cast());
+                Tables {
+                    lo0: _mm256_broadcastsi128_si256(row(0)),
+                    hi0: _mm256_broadcastsi128_si256(row(1)),
+                    lo1: _mm256_broadcastsi128_si256(row(2)),
+                    lo2: _mm256_broadcastsi128_si256(row(3)),
+                    nib: _mm256_set1_epi8(0x0f),
+                }
+            }
+        }
+
+        /// The buckets that survive at each of positions `[q, q + 32)`.
+        ///
+        /// # Safety
+        /// AVX2, in a caller compiled for it; `q .. q + 34` readable.
+        #[inline(always)]
+        unsafe fn window(&self, q: *const u8) -> __m256i {
+            // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where no
+            // anchor can have such a byte (positions 0 and 1: `WILD`), so the low nibble needs
+            // no mask there; at positions 1 and 2 that is all the high nibble's table says.
+            // SAFETY (caller): AVX2, the 34 bytes.
+            unsafe {
+                let v0 = _mm256_loadu_si256(q.cast());
+                let l0 = _mm256_shuffle_epi8(self.lo0, v0);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(v0, 4), self.nib);
+                let h0 = _mm256_shuffle_epi8(self.hi0, hi);
+                let m1 = _mm256_shuffle_epi8(self.lo1, _mm256_loadu_si256(q.add(1).cast()));
+                let v2 = _mm256_and_si256(_mm256_loadu_si256(q.add(2).cast()), self.nib);
+                let m2 = _mm256_shuffle_epi8(self.lo2, v2);
+                _mm256_and_si256(_mm256_and_si256(l0, h0), _mm256_and_si256(m1, m2))
+            }
+        }
+    }
+
+    /// Whether `bytes` has a candidate; `ENDED`: it ends with a line end (`ends_line`).
     #[target_feature(enable = "avx2")]
-    unsafe fn avx2(bytes: &[u8]) -> bool {
+    unsafe fn avx2<const ENDED: bool>(bytes: &[u8]) -> bool {
         let len = bytes.len();
         if len < 34 {
             // SAFETY (caller): SSSE3 comes with AVX2.
             return unsafe { ssse3(bytes) };
         }
         // SAFETY (caller): AVX2. Every load reads 32 bytes at an offset `at` with
-        // `at + 2 + 32 <= len` (checked below): inside `bytes`; the tables are 32-byte rows.
+        // `at + 2 + 32 <= len` (checked below): inside `bytes`; the tables are 16-byte rows of
+        // an aligned line.
         unsafe {
-            let row = |k: usize, h: usize| _mm256_load_si256(WIDE.0[k][h].as_ptr().cast());
-            let (lo0, hi0) = (row(0, 0), row(0, 1));
-            let (lo1, hi1) = (row(1, 0), row(1, 1));
-            let (lo2, hi2) = (row(2, 0), row(2, 1));
-            let nib = _mm256_set1_epi8(0x0f);
-            // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where
-            // no anchor can have such a byte (`WILD[k]` false), so the low nibble needs no mask.
-            // At a `LOW_ONLY` position that is all the high nibble's table says (`TABLES`).
-            let look = |v: __m256i, lo: __m256i, hi: __m256i, k: usize| {
-                let idx = if WILD[k] { _mm256_and_si256(v, nib) } else { v };
-                let l = _mm256_shuffle_epi8(lo, idx);
-                if LOW_ONLY[k] {
-                    return l;
-                }
-                let h = _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
-                _mm256_and_si256(l, h)
-            };
+            let t = Tables::load();
             let p = bytes.as_ptr();
-            let window = |at: usize| {
-                let q = p.add(at);
-                let m0 = look(_mm256_loadu_si256(q.cast()), lo0, hi0, 0);
-                let m1 = look(_mm256_loadu_si256(q.add(1).cast()), lo1, hi1, 1);
-                let m2 = look(_mm256_loadu_si256(q.add(2).cast()), lo2, hi2, 2);
-                _mm256_and_si256(_mm256_and_si256(m0, m1), m2)
-            };
             // Positions [at, at + 32) for each window; the last one overlaps the one before
             // (checking a position twice changes nothing). The windows' survivors are
             // gathered and tested once: a line that matches nothing (almost every line) is
@@ -257,13 +311,13 @@ mod simd {
             let mut any = _mm256_setzero_si256();
             let mut at = 0;
             while at + 34 <= len {
-                any = _mm256_or_si256(any, window(at));
+                any = _mm256_or_si256(any, t.window(p.add(at)));
                 at += 32;
             }
             if at < len - 2 {
-                any = _mm256_or_si256(any, window(len - 34));
+                any = _mm256_or_si256(any, t.window(p.add(len - 34)));
             }
-            _mm256_testz_si256(any, any) == 0 || tail(bytes)
+            _mm256_testz_si256(any, any) == 0 || (!ENDED && tail(bytes))
         }
     }
 
@@ -279,6 +333,7 @@ mod simd {
     }
 
     #[target_feature(enable = "ssse3")]
+    #[inline(never)]
     unsafe fn ssse3(bytes: &[u8]) -> bool {
         // SAFETY (caller): SSSE3. Every load below reads 16 bytes inside `bytes` or inside the
         // zeroed local tail buffer (the bounds are checked before each).
@@ -327,7 +382,7 @@ mod simd {
 mod simd {
     /// No vectorised filter here: the exact prefilter decides.
     #[inline]
-    pub fn candidates(_: &[u8]) -> Option<bool> {
+    pub fn candidates(_: &[u8], _: bool) -> Option<bool> {
         None
     }
 }
@@ -348,7 +403,7 @@ mod tests {
     fn ordinary_serving_lines_have_no_candidate() {
         for l in SERVING {
             assert!(!scalar_candidates(l), "{}", String::from_utf8_lossy(l));
-            assert!(!simd::candidates(l).unwrap_or(false));
+            assert!(!simd::candidates(l, ends_line(l)).unwrap_or(false));
             assert!(!may_match(l));
         }
     }
@@ -365,13 +420,21 @@ mod tests {
             let line: Vec<u8> = (0..len)
                 .map(|i| pool[((x >> (i % 50)) as usize + i * 7 + round) % pool.len()])
                 .collect();
+            // Ended by a line end too: the vector path then skips the last two positions.
+            let mut ended = line.clone();
+            ended.push(if round % 2 == 0 { b'\n' } else { b'\r' });
+            assert_eq!(may_match(&ended), log::may_match(&ended), "{ended:?}");
             let exact = log::may_match(&line);
             assert_eq!(may_match(&line), exact, "{line:?}");
             if exact {
                 assert!(scalar_candidates(&line), "{line:?}");
-                assert_ne!(simd::candidates(&line), Some(false), "{line:?}");
+                assert_ne!(
+                    simd::candidates(&line, ends_line(&line)),
+                    Some(false),
+                    "{line:?}"
+                );
             }
-            if let Some(c) = simd::candidates(&line) {
+            if let Some(c) = simd::candidates(&line, ends_line(&line)) {
                 assert_eq!(c, scalar_candidates(&line), "{line:?}");
             }
         }
@@ -391,10 +454,16 @@ mod tests {
                     let mut l = vec![fill; pad];
                     l.extend_from_slice(a);
                     assert!(may_match(&l), "{}", String::from_utf8_lossy(&l));
+                    // The anchor just before the line's end, as a program writes it.
+                    for end in [&b"\n"[..], b"\r", b"\r\n"] {
+                        let mut e = l.clone();
+                        e.extend_from_slice(end);
+                        assert!(may_match(&e), "{}", String::from_utf8_lossy(&e));
+                    }
                     let mut r = a.to_vec();
                     r.extend(vec![fill; pad]);
                     assert!(may_match(&r), "{}", String::from_utf8_lossy(&r));
-                    if let Some(c) = simd::candidates(&r) {
+                    if let Some(c) = simd::candidates(&r, ends_line(&r)) {
                         assert!(c, "{}", String::from_utf8_lossy(&r));
                     }
                 }
