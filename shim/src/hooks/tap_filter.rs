@@ -12,6 +12,11 @@
 //! says no where the exact one would say yes, and the buckets are chosen so that ordinary
 //! serving lines (access logs, decode progress, request logs) have no candidate at all.
 //! Without SSSE3 (or off x86-64) the exact prefilter runs alone.
+//!
+//! With AVX2: 32-byte windows from 34 bytes on, two 16-byte ones from 18 (shorter lines take
+//! the SSSE3 path, through a copy), and no scalar tail for a line that ends with a line end
+//! (no anchor can start at its last two bytes). `write` inlines this into its own AVX2 body
+//! ([`line_may_match_avx2`]); `writev` and stdio reach it through [`may_match`].
 
 use vramledger_engines::log;
 
@@ -289,6 +294,27 @@ mod simd {
             }
         }
 
+        /// [`Tables::window`] for positions `[q, q + 16)` (the tables' low halves).
+        ///
+        /// # Safety
+        /// AVX2, in a caller compiled for it; `q .. q + 18` readable.
+        #[inline(always)]
+        unsafe fn window16(&self, q: *const u8) -> __m128i {
+            // SAFETY (caller): AVX2, the 18 bytes.
+            unsafe {
+                let half = _mm256_castsi256_si128;
+                let nib = half(self.nib);
+                let v0 = _mm_loadu_si128(q.cast());
+                let l0 = _mm_shuffle_epi8(half(self.lo0), v0);
+                let h0 =
+                    _mm_shuffle_epi8(half(self.hi0), _mm_and_si128(_mm_srli_epi16(v0, 4), nib));
+                let m1 = _mm_shuffle_epi8(half(self.lo1), _mm_loadu_si128(q.add(1).cast()));
+                let v2 = _mm_and_si128(_mm_loadu_si128(q.add(2).cast()), nib);
+                let m2 = _mm_shuffle_epi8(half(self.lo2), v2);
+                _mm_and_si128(_mm_and_si128(l0, h0), _mm_and_si128(m1, m2))
+            }
+        }
+
         /// The buckets that survive at each of positions `[q, q + 32)`.
         ///
         /// # Safety
@@ -327,8 +353,19 @@ mod simd {
     pub unsafe fn avx2_body<const ENDED: bool>(bytes: &[u8]) -> bool {
         let len = bytes.len();
         if len < 34 {
-            // SAFETY (caller): SSSE3 comes with AVX2.
-            return unsafe { ssse3(bytes) };
+            if len < 18 {
+                // SAFETY (caller): SSSE3 comes with AVX2.
+                return unsafe { ssse3(bytes) };
+            }
+            // Two 16-byte windows, the second ending where the 32-byte one would: every load
+            // reads 16 bytes at `at` with `at + 2 + 16 <= len`.
+            // SAFETY (caller): AVX2; the bounds just said.
+            return unsafe {
+                let t = Tables::load();
+                let p = bytes.as_ptr();
+                let any = _mm_or_si128(t.window16(p), t.window16(p.add(len - 18)));
+                _mm_testz_si128(any, any) == 0 || (!ENDED && tail(bytes))
+            };
         }
         // SAFETY (caller): AVX2. Every load reads 32 bytes at an offset `at` with
         // `at + 2 + 32 <= len` (checked below): inside `bytes`; the tables are 16-byte rows of

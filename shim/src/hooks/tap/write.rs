@@ -136,7 +136,8 @@ unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usi
         // SAFETY: the real write just read these `rc` ≤ `count` bytes from `buf`.
         let bytes = unsafe { std::slice::from_raw_parts(buf as *const u8, rc as usize) };
         let quick = QUICK.load(Ordering::Relaxed);
-        if quick & (1 << (fd - 1)) != 0 {
+        // fd 1 or 2 is its own bit (`1 << (fd - 1)`).
+        if quick & fd as u8 != 0 {
             // A whole line, nothing pending, grammar only: the prefilter alone decides.
             // (`observe` would do the same, with more loads and branches.)
             if tap_filter::ends_line(bytes) && !line_may_match::<AVX2>(bytes) {
