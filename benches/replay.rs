@@ -75,6 +75,58 @@ fn bench(label: &str, bytes: &[u8], n: usize, rounds: usize) {
     );
 }
 
+/// A book that takes every record and keeps nothing: the walk's own cost.
+struct Nothing;
+
+impl ledger::replay::Observer for Nothing {
+    fn record(&mut self, _r: &ledger::replay::Rec<'_>) -> std::ops::ControlFlow<()> {
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// Where a streamed replay's time goes: each walk alone, then the books walk with each book.
+fn split(n: usize, rounds: usize) {
+    use ledger::index::Index;
+    let bytes = support::format2_bytes(n, 0x5EED, 1);
+    let path = Path::new("bench.vlj");
+    let s = run_replay::Stream::from_bytes(path, bytes).expect("synthetic journal");
+    let ix = Index::scan(&s);
+    let ns = |secs: f64| secs * 1e9 / n as f64;
+    let index = best_of(rounds, || {
+        assert_eq!(Index::scan(&s).records, n);
+    });
+    if std::env::var_os("BENCH_ONLY_WALK").is_some() {
+        for _ in 0..20 {
+            if std::env::var_os("BENCH_ALL").is_some() {
+                ledger::process::replay_indexed(&s, &ix, &mut ());
+            } else {
+                ledger::replay::run(&s, &ix, &mut Nothing);
+            }
+        }
+        return;
+    }
+    let walk = best_of(rounds, || {
+        ledger::replay::run(&s, &ix, &mut Nothing);
+    });
+    let books = best_of(rounds, || {
+        let mut b = ledger::books::Books::new(&ix);
+        ledger::replay::run(&s, &ix, &mut b);
+    });
+    let pools = best_of(rounds, || {
+        let mut p = ledger::pools::Pools::new(&ix);
+        ledger::replay::run(&s, &ix, &mut p);
+    });
+    let all = best_of(rounds, || {
+        ledger::process::replay_indexed(&s, &ix, &mut ());
+    });
+    println!("split, {n} records, best of {rounds}, ns a record:");
+    println!("  index walk:                 {:.1}", ns(index));
+    println!("  books walk, no book:        {:.1}", ns(walk));
+    println!("  books walk, report's books: {:.1}", ns(books));
+    println!("  books walk, pools:          {:.1}", ns(pools));
+    println!("  books walk, both:           {:.1}", ns(all));
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n: usize = args
@@ -86,6 +138,10 @@ fn main() {
     } else {
         5
     };
+    if args.iter().any(|a| a == "--split") {
+        split(n, rounds);
+        return;
+    }
     if args.iter().any(|a| a == "--stream") {
         let bytes = support::format2_bytes(n, 0x5EED, 1);
         let path = Path::new("bench.vlj");

@@ -96,27 +96,9 @@ impl Decoder {
             Item::Frame { at, kind, payload } => {
                 return self.frame(j, base + at, kind, payload, sink)
             }
-            Item::Compact { at, fields } => match self.templates.get(fields.template as usize) {
-                Some(Some(t)) => {
-                    if briefable(t) {
-                        let t_ns = self.base.wrapping_add(fields.t_rel);
-                        if let Some(flow) = sink.brief(t.kind, t_ns) {
-                            return flow;
-                        }
-                    }
-                    return sink.event(j, &mut compact::event(&fields, t, self.base));
-                }
-                _ => {
-                    self.orphans += 1;
-                    if self.orphans == 1 {
-                        j.warnings.push(format!(
-                            "{}: a record at offset {} names a template lost in flight when the process stopped (such records are left out)",
-                            j.path.display(),
-                            base + at
-                        ));
-                    }
-                }
-            },
+            Item::Compact { at, fields } => {
+                return self.compact_to(j, at, fields.template, fields.t_rel, || fields, base, sink)
+            }
             Item::Lost { at, .. } => j.warnings.push(format!(
                 "{}: a record in flight when the process stopped was lost at offset {}",
                 j.path.display(),
@@ -146,6 +128,68 @@ impl Decoder {
             Item::Seal { .. } => {}
         }
         ControlFlow::Continue(())
+    }
+
+    /// A compact record at `at` (template id, time, and its fields when they are asked for)
+    /// to `sink`: offered briefly first when its template allows.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn compact_to<S: Sink + ?Sized>(
+        &mut self,
+        j: &mut Journal,
+        at: usize,
+        template: u32,
+        t_rel: u64,
+        fields: impl FnOnce() -> compact::Fields,
+        base: usize,
+        sink: &mut S,
+    ) -> ControlFlow<()> {
+        let Some(Some(t)) = self.templates.get(template as usize) else {
+            self.orphan(j, base + at);
+            return ControlFlow::Continue(());
+        };
+        if briefable(t) {
+            let t_ns = self.base.wrapping_add(t_rel);
+            if let Some(flow) = sink.brief(t.kind, t_ns) {
+                return flow;
+            }
+        }
+        sink.event(j, &mut compact::event(&fields(), t, self.base))
+    }
+
+    /// Every record of `recs` (the bytes walked start at file offset `base`) to `sink`, until
+    /// it breaks: whole compact records by the inlined lane, the rest as items.
+    #[inline(always)]
+    pub fn records_to<S: Sink + ?Sized>(
+        &mut self,
+        j: &mut Journal,
+        mut recs: walk::Records<'_>,
+        base: usize,
+        sink: &mut S,
+    ) -> ControlFlow<()> {
+        loop {
+            if let Some((at, raw)) = recs.next_compact() {
+                self.compact_to(j, at, raw.template, raw.t_rel, || raw.fields(), base, sink)?;
+                continue;
+            }
+            match recs.next() {
+                None => return ControlFlow::Continue(()),
+                Some(Item::Seal { .. }) => {}
+                Some(item) => self.item_to(j, item, base, sink)?,
+            }
+        }
+    }
+
+    /// A compact record whose template was never defined.
+    #[cold]
+    fn orphan(&mut self, j: &mut Journal, at: usize) {
+        self.orphans += 1;
+        if self.orphans == 1 {
+            j.warnings.push(format!(
+                "{}: a record at offset {at} names a template lost in flight when the process stopped (such records are left out)",
+                j.path.display(),
+            ));
+        }
     }
 
     fn frame<S: Sink + ?Sized>(
@@ -260,16 +304,12 @@ pub(crate) fn parse<F: Each + ?Sized>(
         }
         let (area, skip, last) = (b.data.clone(), b.state == BlockState::Corrupt, b.last);
         d.block(j, &b, 0);
-        if !skip {
-            for item in walk::Records::new(bytes, area) {
-                if matches!(item, Item::Seal { .. }) {
-                    continue;
-                }
-                if d.item_to(j, item, 0, &mut sink).is_break() {
-                    whole = false;
-                    break 'blocks;
-                }
-            }
+        if !skip
+            && d.records_to(j, walk::Records::new(bytes, area), 0, &mut sink)
+                .is_break()
+        {
+            whole = false;
+            break 'blocks;
         }
         if last {
             break;
@@ -334,15 +374,11 @@ impl<'e, F: Each + ?Sized> PartWalk<'e, F> {
             }
             self.d.block(j, &b, base);
             if b.state != BlockState::Corrupt {
-                for item in walk::Records::in_part(part, b.data.clone(), file_ends) {
-                    if matches!(item, Item::Seal { .. }) {
-                        continue;
-                    }
-                    if self.d.item_to(j, item, base, &mut self.sink).is_break() {
-                        self.broke = true;
-                        self.done = true;
-                        return;
-                    }
+                let recs = walk::Records::in_part(part, b.data.clone(), file_ends);
+                if self.d.records_to(j, recs, base, &mut self.sink).is_break() {
+                    self.broke = true;
+                    self.done = true;
+                    return;
                 }
             }
             if b.last {

@@ -54,7 +54,13 @@ struct DevState {
     /// Per owner that ever moved bytes here.
     peak_by_owner: [Option<PeakAt>; 8],
     modules: Vec<ModuleAcc>,
+    /// Module id → its index in `modules` + 1, for the small ids a shim gives (most
+    /// records): a scan of `modules` mispredicted its exit whenever the module changed.
+    module_slot: Vec<u32>,
 }
+
+/// Module ids below this are found through [`DevState::module_slot`]; others by a scan.
+const SLOTTED_MODULES: usize = 1 << 12;
 
 impl DevState {
     fn new(device: i32, spans: usize) -> DevState {
@@ -66,7 +72,44 @@ impl DevState {
             peak_total: PeakAt::default(),
             peak_by_owner: [None; 8],
             modules: Vec::new(),
+            module_slot: Vec::new(),
         }
+    }
+
+    /// The accumulator of module `id` (made for `owner`, its first mover, when it has none).
+    #[inline]
+    fn module(&mut self, id: u32, owner: Owner) -> &mut ModuleAcc {
+        let slotted = (id as usize) < SLOTTED_MODULES;
+        let i = match self.module_slot.get(id as usize) {
+            Some(&k) if k > 0 => k as usize - 1,
+            _ => self.find_module(id, owner, slotted),
+        };
+        &mut self.modules[i]
+    }
+
+    #[inline(never)]
+    fn find_module(&mut self, id: u32, owner: Owner, slotted: bool) -> usize {
+        let i = match self.modules.iter().position(|x| x.id == id) {
+            Some(i) => i,
+            None => {
+                self.modules.push(ModuleAcc {
+                    id,
+                    owner,
+                    live: 0,
+                    peak: 0,
+                    allocated: 0,
+                });
+                self.modules.len() - 1
+            }
+        };
+        if slotted {
+            let id = id as usize;
+            if self.module_slot.len() <= id {
+                self.module_slot.resize(id + 1, 0);
+            }
+            self.module_slot[id] = i as u32 + 1;
+        }
+        i
     }
 }
 
@@ -189,25 +232,11 @@ impl Observer for Books<'_> {
                 .offer(now, r);
             d.peak_total.offer(held.hooked, r);
             if let Some(id) = m.module {
-                let i = match d.modules.iter().position(|x| x.id == id) {
-                    Some(i) => i,
-                    None => {
-                        d.modules.push(ModuleAcc {
-                            id,
-                            owner: m.owner,
-                            live: 0,
-                            peak: 0,
-                            allocated: 0,
-                        });
-                        d.modules.len() - 1
-                    }
-                };
-                let acc = &mut d.modules[i];
+                let acc = d.module(id, m.owner);
                 acc.live = acc.live.saturating_add(m.bytes);
                 acc.peak = acc.peak.max(acc.live);
-                if m.bytes > 0 {
-                    acc.allocated = acc.allocated.saturating_add(m.bytes as u64);
-                }
+                // Branch-free: frees and allocations alternate at random.
+                acc.allocated = acc.allocated.saturating_add(m.bytes.max(0) as u64);
             }
         }
         if let Some(delta) = r.delta {

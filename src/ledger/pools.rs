@@ -111,25 +111,23 @@ impl Pass {
         }
         let device_delta = r.delta.filter(|d| d.mem == MemKind::Device);
         match kind {
-            Some(Kind::Alloc) => {
+            Some(k @ (Kind::Alloc | Kind::Free)) => {
                 let Some(d) = device_delta.filter(|d| torchs(d.owner)) else {
                     return;
                 };
-                let key = pool_of(e, named);
-                if d.owner == Owner::TorchGraphPool {
+                // The default pool's blocks (most) take no branch on which of the two this
+                // is: allocations and frees alternate at random.
+                let alloc = k == Kind::Alloc;
+                let key = if d.owner == Owner::Torch {
+                    PoolKey::Default
+                } else if alloc {
+                    let key = pool_of(e, named);
                     self.graph_keys.insert(e.addr, key);
-                }
-                self.moved(d.device, key, d.bytes, 1);
-            }
-            Some(Kind::Free) => {
-                let Some(d) = device_delta.filter(|d| torchs(d.owner)) else {
-                    return;
+                    key
+                } else {
+                    self.graph_keys.remove(&e.addr).unwrap_or(PoolKey::Unknown)
                 };
-                let key = match d.owner {
-                    Owner::Torch => PoolKey::Default,
-                    _ => self.graph_keys.remove(&e.addr).unwrap_or(PoolKey::Unknown),
-                };
-                self.moved(d.device, key, d.bytes, -1);
+                self.moved(d.device, key, d.bytes, if alloc { 1 } else { -1 });
             }
             Some(Kind::VmmCreate) if e.mem() == MemKind::Device && e.handle != 0 => {
                 let p = Piece {
@@ -151,11 +149,10 @@ impl Pass {
             Some(Kind::VmmRelease) => self.handle_gone(e.handle, r),
             Some(Kind::VmmUnmap) => {
                 let end = e.addr.saturating_add(e.size.max(1));
-                let gone: Vec<u64> = self.maps.range(e.addr..end).map(|(&a, _)| a).collect();
-                for a in gone {
-                    if let Some((h, _)) = self.maps.remove(&a) {
-                        self.handle_gone(h, r);
-                    }
+                // Lowest first, no list made per record.
+                while let Some((&a, &(h, _))) = self.maps.range(e.addr..end).next() {
+                    self.maps.remove(&a);
+                    self.handle_gone(h, r);
                 }
             }
             _ => {}

@@ -123,10 +123,12 @@ pub trait Observer {
 /// Two books kept in the same walk.
 impl<A: Observer, B: Observer> Observer for (A, B) {
     const BEFORE: bool = A::BEFORE || B::BEFORE;
+    #[inline]
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         let a = self.0.before(now);
         both_break(a, self.1.before(now))
     }
+    #[inline]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         let a = self.0.record(r);
         both_break(a, self.1.record(r))
@@ -138,6 +140,7 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
 }
 
 /// Two books' answers as one: the walk ends only when both would end it (each was asked).
+#[inline]
 fn both_break(a: ControlFlow<()>, b: ControlFlow<()>) -> ControlFlow<()> {
     if a.is_break() && b.is_break() {
         ControlFlow::Break(())
@@ -156,10 +159,12 @@ impl Observer for () {
 /// A book kept when there is one.
 impl<O: Observer> Observer for Option<O> {
     const BEFORE: bool = O::BEFORE;
+    #[inline]
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         self.as_mut()
             .map_or(ControlFlow::Break(()), |o| o.before(now))
     }
+    #[inline]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         self.as_mut()
             .map_or(ControlFlow::Break(()), |o| o.record(r))
@@ -174,9 +179,11 @@ impl<O: Observer> Observer for Option<O> {
 /// A book borrowed.
 impl<O: Observer> Observer for &mut O {
     const BEFORE: bool = O::BEFORE;
+    #[inline]
     fn before(&mut self, now: &Now<'_>) -> ControlFlow<()> {
         (**self).before(now)
     }
+    #[inline]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
         (**self).record(r)
     }

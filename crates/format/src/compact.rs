@@ -237,35 +237,78 @@ pub struct Fields {
 /// bytes end first or the mask has bits this reader does not know.
 #[inline]
 pub fn decode(bytes: &[u8], at: usize) -> Option<(Fields, usize)> {
-    let fixed: &[u8; FIXED] = bytes.get(at..at + FIXED)?.try_into().ok()?;
-    let w0 = u64::from_le_bytes(fixed[0..8].try_into().ok()?);
-    let head = u32::from_le_bytes(fixed[8..12].try_into().ok()?);
-    let m = (head >> 24) as u8;
-    if m & !mask::KNOWN != 0 {
-        return None;
-    }
-    let len = len_of(m);
-    let words = bytes.get(at + FIXED..at + len)?;
-    let mut i = 0;
-    let mut next = |present: bool| {
-        if !present {
-            return 0;
+    let r = Raw::at(bytes, at)?;
+    Some((r.fields(), r.len()))
+}
+
+/// A compact record found but not yet decoded: its fixed part read, its optional words
+/// lent. A reader that needs only the template and the time reads no more of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Raw<'a> {
+    pub t_rel: u64,
+    pub template: u32,
+    mask: u8,
+    size_lo: u32,
+    words: &'a [u8],
+}
+
+impl<'a> Raw<'a> {
+    /// The compact record at `bytes[at..]`, when it is whole there and its mask is known.
+    #[inline(always)]
+    pub fn at(bytes: &'a [u8], at: usize) -> Option<Raw<'a>> {
+        let fixed: &[u8; FIXED] = bytes.get(at..at.checked_add(FIXED)?)?.try_into().ok()?;
+        let w0 = u64::from_le_bytes(fixed[0..8].try_into().ok()?);
+        let head = u32::from_le_bytes(fixed[8..12].try_into().ok()?);
+        let m = (head >> 24) as u8;
+        if m & !mask::KNOWN != 0 {
+            return None;
         }
-        let v = u64::from_le_bytes(words[i..i + 8].try_into().unwrap_or([0; 8]));
-        i += 8;
-        v
-    };
-    let addr = next(m & mask::ADDR != 0);
-    let size_hi = next(m & mask::SIZE_HI != 0);
-    let handle = next(m & mask::HANDLE != 0);
-    let arg0 = next(m & mask::ARG0 != 0);
-    let arg1 = next(m & mask::ARG1 != 0);
-    let arg2 = next(m & mask::ARG2 != 0);
-    let size = u32::from_le_bytes(fixed[12..16].try_into().ok()?) as u64 | size_hi << 32;
-    Some((
-        Fields {
+        let words = bytes.get(at + FIXED..at + len_of(m))?;
+        Some(Raw {
             t_rel: w0 >> 8,
             template: head & MAX_TEMPLATE,
+            mask: m,
+            size_lo: u32::from_le_bytes(fixed[12..16].try_into().ok()?),
+            words,
+        })
+    }
+
+    /// The record's length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        FIXED + self.words.len()
+    }
+
+    /// Never true: a record has at least its fixed part (for the lint that pairs `len`).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Every field.
+    #[inline]
+    pub fn fields(&self) -> Fields {
+        let m = self.mask;
+        let words = self.words;
+        let mut i = 0;
+        let mut next = |present: bool| {
+            if !present {
+                return 0;
+            }
+            let v = u64::from_le_bytes(words[i..i + 8].try_into().unwrap_or([0; 8]));
+            i += 8;
+            v
+        };
+        let addr = next(m & mask::ADDR != 0);
+        let size_hi = next(m & mask::SIZE_HI != 0);
+        let handle = next(m & mask::HANDLE != 0);
+        let arg0 = next(m & mask::ARG0 != 0);
+        let arg1 = next(m & mask::ARG1 != 0);
+        let arg2 = next(m & mask::ARG2 != 0);
+        let size = self.size_lo as u64 | size_hi << 32;
+        Fields {
+            t_rel: self.t_rel,
+            template: self.template,
             addr,
             size,
             handle,
@@ -276,9 +319,8 @@ pub fn decode(bytes: &[u8], at: usize) -> Option<(Fields, usize)> {
             },
             arg1,
             arg2,
-        },
-        len,
-    ))
+        }
+    }
 }
 
 /// The event a compact record stands for.

@@ -114,21 +114,17 @@ impl LiveBooks {
             };
         }
         let slot = &mut self.totals[*hint].1;
-        if sign > 0 {
-            *slot = slot.saturating_add(b.size);
-        } else {
-            *slot = slot.saturating_sub(b.size);
-        }
+        // Both sides computed, one kept (a select, not a branch: takes and returns alternate
+        // at random, and a mispredicted branch here cost more than the other side).
+        let (up, down) = (slot.saturating_add(b.size), slot.saturating_sub(b.size));
+        *slot = if sign > 0 { up } else { down };
+        // Sizes past i64::MAX exist only in damaged journals: clamp, never overflow.
+        let bytes = b.size.min(i64::MAX as u64) as i64;
         Delta {
             device: b.device,
             owner: b.owner,
             mem: b.mem,
-            // Sizes past i64::MAX exist only in damaged journals: clamp, never overflow.
-            bytes: if sign > 0 {
-                b.size.min(i64::MAX as u64) as i64
-            } else {
-                -(b.size.min(i64::MAX as u64) as i64)
-            },
+            bytes: if sign > 0 { bytes } else { -bytes },
             module: b.module,
         }
     }
@@ -299,11 +295,10 @@ impl LiveBooks {
             }
             Kind::VmmUnmap | Kind::IpcClose => {
                 let end = e.addr.saturating_add(e.size.max(1));
-                if self.mappings.range(e.addr..end).next().is_none() {
-                    self.unknown_frees += 1;
-                }
                 let mut out: Option<Delta> = None;
+                let mut unmapped = false;
                 while let Some((&addr, &(handle, _))) = self.mappings.range(e.addr..end).next() {
+                    unmapped = true;
                     self.mappings.remove(&addr); // lowest first, no list per event
                     let drop = match self.handles.get_mut(&handle) {
                         Some(p) => {
@@ -329,6 +324,9 @@ impl LiveBooks {
                             None => d,
                         });
                     }
+                }
+                if !unmapped {
+                    self.unknown_frees += 1;
                 }
                 out
             }

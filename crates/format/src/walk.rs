@@ -158,6 +158,25 @@ impl<'a> Records<'a> {
         self.at
     }
 
+    /// The next record when it is a whole compact record of a known mask (nearly every
+    /// record: small enough to inline into a reader's loop, and its words not decoded until
+    /// asked for); `None` for anything else, which [`Iterator::next`] then reads, as it
+    /// reads every record.
+    #[inline(always)]
+    pub fn next_compact(&mut self) -> Option<(usize, compact::Raw<'a>)> {
+        if self.done {
+            return None;
+        }
+        let at = self.at;
+        let bytes = &self.bytes[..self.end];
+        if *bytes.get(at)? != block::COMPACT_MARK {
+            return None;
+        }
+        let r = compact::Raw::at(bytes, at)?;
+        self.at += r.len();
+        Some((at, r))
+    }
+
     #[cold]
     fn stop(&mut self, item: Item<'a>) -> Option<Item<'a>> {
         self.done = true;
