@@ -10,7 +10,7 @@
  *                           without LD_PRELOAD and subtract, noisier across processes).
  *
  * Build: gcc -O2 -o bench_tap bench_tap.c
- * Run:   ./bench_tap [blocks] [writes per block] [line 0|1] [serving] >/dev/null
+ * Run:   ./bench_tap [blocks] [writes per block] [line 0|1|2] [serving] >/dev/null
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -28,13 +28,15 @@ int main(int argc, char **argv) {
     long n = argc > 2 ? atol(argv[2]) : 20000;
     int which = argc > 3 ? atoi(argv[3]) : 0;
     /* Ordinary serving-time lines that mention no stage: an HTTP access line (capital-heavy,
-     * the prefilter's worst case) and SGLang's own decode-progress line. */
+     * the prefilter's worst case), SGLang's own decode-progress line and a short line
+     * (uvicorn's, 24 bytes: shorter than one 32-byte window). */
     const char *lines[] = {
         "INFO:     127.0.0.1:52344 - \"POST /generate HTTP/1.1\" 200 OK (request 8841, 412 tokens)\n",
         "[2025-06-01 10:02:11 TP0] Decode batch. #running-req: 12, #token: 3301, token usage: 0.01, "
         "gen throughput (token/s): 812.44\n",
+        "INFO:     Shutting down\n",
     };
-    const char *line = lines[which == 1];
+    const char *line = lines[which >= 0 && which <= 2 ? which : 0];
     if (argc > 4 && strcmp(argv[4], "serving") == 0) {
         /* SGLang's summary line: the engine is serving, and the grammar-only tap steps aside. */
         const char *summary = "[2025-06-01 10:00:21 TP0] max_total_num_tokens=444500, chunked_prefill_size=8192, "

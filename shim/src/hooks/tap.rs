@@ -20,8 +20,8 @@
 
 #![allow(non_snake_case)]
 
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_engines::log::{self, event as ev, LineKind, Rules, StageTracker};
@@ -30,14 +30,17 @@ use vramledger_format::Api;
 
 use super::tap_filter;
 use crate::forksafe::ForkSafeMutex;
-use crate::{boundary, config, guard, real, samples};
+use crate::{boundary, config, guard, samples};
 
-type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
+mod write;
 
-static REAL_WRITE: AtomicUsize = AtomicUsize::new(0);
 static PENDING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 // 0 unknown, 1 on (grammar only), 2 on with rules, 3 off.
 static MODE: AtomicU8 = AtomicU8::new(0);
+/// What `MODE` and `PENDING` say, in one load for `write`'s common path ([`quick_for`]).
+static QUICK: AtomicU8 = AtomicU8::new(0);
+/// The bit of [`QUICK`] that says the tap is off.
+const OFF: u8 = 4;
 /// A partial line longer than this is dropped (no log line is that long).
 const MAX_CARRY: usize = 16 * 1024;
 
@@ -74,28 +77,6 @@ struct Tap {
 static TAP: ForkSafeMutex<Tap> = ForkSafeMutex::new();
 
 #[inline(always)]
-fn real_write() -> Option<WriteFn> {
-    let mut p = REAL_WRITE.load(Ordering::Acquire);
-    if p == 0 {
-        p = find_real(&REAL_WRITE, c"write");
-    }
-    // SAFETY: the next `write` after vramledger is libc's, with this signature.
-    (p != 0).then(|| unsafe { std::mem::transmute::<usize, WriteFn>(p) })
-}
-
-/// The next definition of `name` after vramledger, found once (errno kept).
-#[cold]
-fn find_real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
-    // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
-    let saved = unsafe { *libc::__errno_location() };
-    let p = real::real_dlsym(libc::RTLD_NEXT, name);
-    slot.store(p, Ordering::Release);
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = saved };
-    p
-}
-
-#[inline(always)]
 fn mode() -> u8 {
     let m = MODE.load(Ordering::Relaxed);
     if m != 0 {
@@ -114,64 +95,47 @@ fn mode_first() -> u8 {
     } else {
         1
     };
-    MODE.store(m, Ordering::Relaxed);
+    set_mode(m);
     m
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
-    let Some(f) = real_write() else {
-        // SAFETY: errno is thread-local; EIO says the write did not happen.
-        unsafe { *libc::__errno_location() = libc::EIO };
-        return -1;
-    };
-    // SAFETY: the caller's own arguments, passed on unchanged.
-    let rc = unsafe { f(fd, buf, count) };
-    if rc > 0 && (fd == 1 || fd == 2) {
-        // SAFETY: the real write just read these `rc` ≤ `count` bytes from `buf`.
-        observe(fd, unsafe {
-            std::slice::from_raw_parts(buf as *const u8, rc as usize)
-        });
+/// [`QUICK`] for a mode and the partial lines pending on fd 1 and 2: bit `fd - 1` set while
+/// the grammar-only tap has no partial line on that fd (then a whole line that the prefilter
+/// rejects is all there is to it), [`OFF`] once the tap is off, 0 (ask [`observe`]) otherwise.
+fn quick_for(mode: u8, pending: [bool; 2]) -> u8 {
+    match mode {
+        1 => u8::from(!pending[0]) | u8::from(!pending[1]) << 1,
+        3 => OFF,
+        _ => 0,
     }
-    rc
 }
 
-type WritevFn = unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize;
-static REAL_WRITEV: AtomicUsize = AtomicUsize::new(0);
-
-#[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
-    let mut p = REAL_WRITEV.load(Ordering::Acquire);
-    if p == 0 {
-        p = find_real(&REAL_WRITEV, c"writev");
+/// The mode changes (the slow paths only). A partial line that another thread marks pending
+/// meanwhile clears its bit after this store or is seen by the load after it (both SeqCst):
+/// a quick bit is never left set over a pending line.
+fn set_mode(m: u8) {
+    if m == 3 {
+        write::route_off();
     }
-    if p == 0 {
-        // SAFETY: errno is thread-local; EIO says the write did not happen.
-        unsafe { *libc::__errno_location() = libc::EIO };
-        return -1;
-    }
-    // SAFETY: the next `writev` after vramledger is libc's, with this signature; the caller's
-    // own arguments, passed on unchanged.
-    let rc = unsafe { std::mem::transmute::<usize, WritevFn>(p)(fd, iov, iovcnt) };
-    if rc > 0 && (fd == 1 || fd == 2) && !iov.is_null() && iovcnt > 0 {
-        // SAFETY: the real writev read the array and took `rc` bytes from its buffers, in order.
-        let iovs = unsafe { std::slice::from_raw_parts(iov, iovcnt as usize) };
-        let mut left = rc as usize;
-        for v in iovs {
-            if left == 0 {
-                break;
-            }
-            let n = v.iov_len.min(left);
-            if n > 0 {
-                // SAFETY: the first `n` bytes of this buffer were taken by the real writev.
-                observe(fd, unsafe {
-                    std::slice::from_raw_parts(v.iov_base as *const u8, n)
-                });
-            }
-            left -= n;
+    MODE.store(m, Ordering::SeqCst);
+    QUICK.store(quick_for(m, [false; 2]), Ordering::SeqCst);
+    for (which, p) in PENDING.iter().enumerate() {
+        if p.load(Ordering::SeqCst) {
+            QUICK.fetch_and(!(1 << which), Ordering::SeqCst);
         }
     }
-    rc
+}
+
+/// A partial line is (or is no longer) pending on fd `which + 1` (under the tap's lock, or in
+/// a forked child before it runs anything else). A quick bit is set only while the mode is
+/// grammar-only; one set just as the tap turns off costs that fd a prefilter pass, no more.
+fn set_pending(which: usize, pending: bool) {
+    PENDING[which].store(pending, Ordering::SeqCst);
+    if pending {
+        QUICK.fetch_and(!(1 << which), Ordering::SeqCst);
+    } else if MODE.load(Ordering::SeqCst) == 1 {
+        QUICK.fetch_or(1 << which, Ordering::SeqCst);
+    }
 }
 
 /// Bytes the program has just written to fd 1 or 2 (by `write`, `writev` or stdio): the
@@ -207,7 +171,7 @@ pub fn unseen(fd: c_int) {
             let mut tap = TAP.lock();
             tap.carry[which].clear();
             tap.skipping[which] = true;
-            PENDING[which].store(true, Ordering::Relaxed);
+            set_pending(which, true);
         });
     }
 }
@@ -220,10 +184,9 @@ pub fn wanted() -> bool {
 
 /// The fast path: false for a whole line that the prefilter rejects, with no partial line
 /// pending and no rule file (that is almost every write a server makes).
-#[inline]
+#[inline(always)]
 fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
-    let ends_line = matches!(bytes.last(), Some(b'\n' | b'\r'));
-    !ends_line
+    !tap_filter::ends_line(bytes)
         || with_rules
         || PENDING[(fd - 1) as usize].load(Ordering::Relaxed)
         || tap_filter::may_match(bytes)
@@ -309,7 +272,7 @@ fn slow_path(which: usize, bytes: &[u8]) {
                 }
             }
         }
-        PENDING[which].store(!carry.is_empty() || skipping, Ordering::Relaxed);
+        set_pending(which, !carry.is_empty() || skipping);
         tap.carry[which] = carry;
         tap.skipping[which] = skipping;
     }
@@ -330,7 +293,7 @@ fn slow_path(which: usize, bytes: &[u8]) {
                 // The engine is serving: no startup line follows, and serving is when a
                 // server writes the most. The grammar-only tap steps aside (a rule file keeps
                 // it on; `vramledger_stage` always works).
-                MODE.store(3, Ordering::Relaxed);
+                set_mode(3);
             }
         }
     }
@@ -424,7 +387,7 @@ fn load_rules() -> Option<Rules> {
         guard::warn(&format!(
             "VRAMLEDGER_RULES={path}: {why}; the rule file is ignored"
         ));
-        MODE.store(1, Ordering::Relaxed);
+        set_mode(1);
         None
     };
     match crate::rules_file::read(path) {
@@ -439,7 +402,29 @@ fn load_rules() -> Option<Rules> {
 /// In a forked child: partial lines and rank states stay with the parent.
 pub fn reset_in_child() {
     TAP.reset_in_child();
-    for p in &PENDING {
-        p.store(false, Ordering::Relaxed);
+    for which in 0..2 {
+        set_pending(which, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A quick bit says exactly what `needs_look` would conclude without the prefilter: grammar
+    /// only and nothing pending on that fd; the tap off is told apart from "ask".
+    #[test]
+    fn the_quick_bits_follow_the_mode_and_the_pending_lines() {
+        for mode in 0..=3u8 {
+            for p in 0..4u8 {
+                let pending = [p & 1 != 0, p & 2 != 0];
+                let q = quick_for(mode, pending);
+                for (which, pending) in pending.iter().enumerate() {
+                    assert_eq!(q & (1 << which) != 0, mode == 1 && !pending);
+                }
+                assert_eq!(q & OFF != 0, mode == 3, "mode {mode}");
+                assert_eq!(q == 0, mode == 0 || mode == 2 || (mode == 1 && p == 3));
+            }
+        }
     }
 }

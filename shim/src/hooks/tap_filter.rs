@@ -12,6 +12,11 @@
 //! says no where the exact one would say yes, and the buckets are chosen so that ordinary
 //! serving lines (access logs, decode progress, request logs) have no candidate at all.
 //! Without SSSE3 (or off x86-64) the exact prefilter runs alone.
+//!
+//! With AVX2: 32-byte windows from 34 bytes on, two 16-byte ones from 18 (shorter lines take
+//! the SSSE3 path, through a copy), and no scalar tail for a line that ends with a line end
+//! (no anchor can start at its last two bytes). `write` inlines this into its own AVX2 body
+//! ([`line_may_match_avx2`]); `writev` and stdio reach it through [`may_match`].
 
 use vramledger_engines::log;
 
@@ -128,13 +133,65 @@ const WILD: [bool; DEPTH] = {
 };
 
 /// True unless `bytes` surely holds no anchor (then no grammar can match the line).
-#[inline]
+#[inline(always)]
 pub fn may_match(bytes: &[u8]) -> bool {
-    match simd::candidates(bytes) {
+    match simd::candidates(bytes, ends_line(bytes)) {
         Some(false) => false,
         _ => log::may_match(bytes),
     }
 }
+
+/// Whether the CPU has AVX2 (then [`line_may_match_avx2`] may be called).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn avx2() -> bool {
+    simd::level() == 1
+}
+
+/// [`may_match`] for a line that ends with a line end (the caller has checked:
+/// [`ends_line`]), on a CPU with AVX2, to be inlined into a caller compiled for it: a
+/// `#[target_feature]` function cannot be forced inline, this one (without the attribute) is,
+/// and its intrinsics are then inlined into the caller, which has the feature.
+///
+/// # Safety
+/// The CPU has AVX2 ([`avx2`]); called from a function compiled with AVX2 (elsewhere it is
+/// correct, but each intrinsic is a call).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub unsafe fn line_may_match_avx2(bytes: &[u8]) -> bool {
+    debug_assert!(ends_line(bytes));
+    // SAFETY: AVX2 (the caller's contract).
+    unsafe { simd::avx2_body::<true>(bytes) && log::may_match(bytes) }
+}
+
+/// Whether `bytes` ends with a line end: then no anchor starts at its last two positions
+/// (anchors are two bytes or more, and hold no line end: checked below), which the vector
+/// windows leave to a scalar tail.
+#[inline(always)]
+pub fn ends_line(bytes: &[u8]) -> bool {
+    matches!(bytes.last(), Some(b'\n' | b'\r'))
+}
+
+const _: () = {
+    let mut lead = 0usize;
+    while lead < 256 {
+        let list = log::anchors(lead as u8);
+        let mut a = 0;
+        while a < list.len() {
+            assert!(list[a].len() >= 2, "anchors are two bytes or more");
+            let mut k = 0;
+            while k < list[a].len() {
+                assert!(
+                    list[a][k] != b'\n' && list[a][k] != b'\r',
+                    "no line end in an anchor"
+                );
+                k += 1;
+            }
+            a += 1;
+        }
+        lead += 1;
+    }
+};
 
 /// The filter alone: `true` for a line with a candidate position.
 #[cfg(test)]
@@ -160,7 +217,7 @@ mod simd {
     static LEVEL: AtomicU8 = AtomicU8::new(0);
 
     #[inline(always)]
-    fn level() -> u8 {
+    pub fn level() -> u8 {
         match LEVEL.load(Ordering::Relaxed) {
             0 => level_first(),
             l => l,
@@ -181,74 +238,141 @@ mod simd {
     }
 
     /// Whether `bytes` has a candidate position; `None` without the instructions.
-    #[inline]
-    pub fn candidates(bytes: &[u8]) -> Option<bool> {
+    #[inline(always)]
+    pub fn candidates(bytes: &[u8], ended: bool) -> Option<bool> {
         match level() {
             // SAFETY: the CPU has AVX2 (asked above).
-            1 => Some(unsafe { avx2(bytes) }),
+            1 => Some(unsafe {
+                if ended {
+                    avx2::<true>(bytes)
+                } else {
+                    avx2::<false>(bytes)
+                }
+            }),
             // SAFETY: the CPU has SSSE3 (asked above).
             2 => Some(unsafe { ssse3(bytes) }),
             _ => None,
         }
     }
 
-    /// The tables as 32-byte rows (each 16-byte table twice: AVX2 shuffles within halves).
-    #[repr(align(32))]
-    struct Wide([[[u8; 32]; 2]; 3]);
+    /// The four tables the AVX2 step looks up (position 0's low and high nibble, positions 1
+    /// and 2's low nibble: `LOW_ONLY`), each broadcast to both 16-byte halves (AVX2 shuffles
+    /// within halves). The compiler folds the broadcasts into 32-byte constants of its own;
+    /// forcing 16-byte loads from this one cache line measured the same (BENCHMARKS.md).
+    #[repr(C, align(64))]
+    struct Line([[u8; 16]; 4]);
 
-    static WIDE: Wide = {
-        let mut w = [[[0u8; 32]; 2]; 3];
-        let mut k = 0;
-        while k < 3 {
-            let mut h = 0;
-            while h < 2 {
-                let mut i = 0;
-                while i < 32 {
-                    w[k][h][i] = TABLES[k][h][i % 16];
-                    i += 1;
-                }
-                h += 1;
-            }
-            k += 1;
-        }
-        Wide(w)
+    static LINE: Line = {
+        assert!(!LOW_ONLY[0] && LOW_ONLY[1] && LOW_ONLY[2] && !WILD[0] && !WILD[1]);
+        Line([TABLES[0][0], TABLES[0][1], TABLES[1][0], TABLES[2][0]])
     };
 
+    /// The AVX2 tables in registers.
+    struct Tables {
+        lo0: __m256i,
+        hi0: __m256i,
+        lo1: __m256i,
+        lo2: __m256i,
+        nib: __m256i,
+    }
+
+    impl Tables {
+        /// # Safety
+        /// AVX2, in a caller compiled for it (`avx2_body`).
+        #[inline(always)]
+        unsafe fn load() -> Tables {
+            // SAFETY (caller): AVX2; the rows are 16 aligned bytes each.
+            unsafe {
+                let row = |i: usize| _mm_load_si128(LINE.0[i].as_ptr().cast());
+                Tables {
+                    lo0: _mm256_broadcastsi128_si256(row(0)),
+                    hi0: _mm256_broadcastsi128_si256(row(1)),
+                    lo1: _mm256_broadcastsi128_si256(row(2)),
+                    lo2: _mm256_broadcastsi128_si256(row(3)),
+                    nib: _mm256_set1_epi8(0x0f),
+                }
+            }
+        }
+
+        /// [`Tables::window`] for positions `[q, q + 16)` (the tables' low halves).
+        ///
+        /// # Safety
+        /// AVX2, in a caller compiled for it; `q .. q + 18` readable.
+        #[inline(always)]
+        unsafe fn window16(&self, q: *const u8) -> __m128i {
+            // SAFETY (caller): AVX2, the 18 bytes.
+            unsafe {
+                let half = _mm256_castsi256_si128;
+                let nib = half(self.nib);
+                let v0 = _mm_loadu_si128(q.cast());
+                let l0 = _mm_shuffle_epi8(half(self.lo0), v0);
+                let h0 =
+                    _mm_shuffle_epi8(half(self.hi0), _mm_and_si128(_mm_srli_epi16(v0, 4), nib));
+                let m1 = _mm_shuffle_epi8(half(self.lo1), _mm_loadu_si128(q.add(1).cast()));
+                let v2 = _mm_and_si128(_mm_loadu_si128(q.add(2).cast()), nib);
+                let m2 = _mm_shuffle_epi8(half(self.lo2), v2);
+                _mm_and_si128(_mm_and_si128(l0, h0), _mm_and_si128(m1, m2))
+            }
+        }
+
+        /// The buckets that survive at each of positions `[q, q + 32)`.
+        ///
+        /// # Safety
+        /// AVX2, in a caller compiled for it; `q .. q + 34` readable.
+        #[inline(always)]
+        unsafe fn window(&self, q: *const u8) -> __m256i {
+            // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where no
+            // anchor can have such a byte (positions 0 and 1: `WILD`), so the low nibble needs
+            // no mask there; at positions 1 and 2 that is all the high nibble's table says.
+            // SAFETY (caller): AVX2, the 34 bytes.
+            unsafe {
+                let v0 = _mm256_loadu_si256(q.cast());
+                let l0 = _mm256_shuffle_epi8(self.lo0, v0);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(v0, 4), self.nib);
+                let h0 = _mm256_shuffle_epi8(self.hi0, hi);
+                let m1 = _mm256_shuffle_epi8(self.lo1, _mm256_loadu_si256(q.add(1).cast()));
+                let v2 = _mm256_and_si256(_mm256_loadu_si256(q.add(2).cast()), self.nib);
+                let m2 = _mm256_shuffle_epi8(self.lo2, v2);
+                _mm256_and_si256(_mm256_and_si256(l0, h0), _mm256_and_si256(m1, m2))
+            }
+        }
+    }
+
+    /// Whether `bytes` has a candidate; `ENDED`: it ends with a line end (`ends_line`).
     #[target_feature(enable = "avx2")]
-    unsafe fn avx2(bytes: &[u8]) -> bool {
+    unsafe fn avx2<const ENDED: bool>(bytes: &[u8]) -> bool {
+        // SAFETY: AVX2 (the caller's contract), and this function is compiled for it.
+        unsafe { avx2_body::<ENDED>(bytes) }
+    }
+
+    /// [`avx2`]'s body, to be inlined into a function compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[inline(always)]
+    pub unsafe fn avx2_body<const ENDED: bool>(bytes: &[u8]) -> bool {
         let len = bytes.len();
         if len < 34 {
-            // SAFETY (caller): SSSE3 comes with AVX2.
-            return unsafe { ssse3(bytes) };
+            if len < 18 {
+                // SAFETY (caller): SSSE3 comes with AVX2.
+                return unsafe { ssse3(bytes) };
+            }
+            // Two 16-byte windows, the second ending where the 32-byte one would: every load
+            // reads 16 bytes at `at` with `at + 2 + 16 <= len`.
+            // SAFETY (caller): AVX2; the bounds just said.
+            return unsafe {
+                let t = Tables::load();
+                let p = bytes.as_ptr();
+                let any = _mm_or_si128(t.window16(p), t.window16(p.add(len - 18)));
+                _mm_testz_si128(any, any) == 0 || (!ENDED && tail(bytes))
+            };
         }
         // SAFETY (caller): AVX2. Every load reads 32 bytes at an offset `at` with
-        // `at + 2 + 32 <= len` (checked below): inside `bytes`; the tables are 32-byte rows.
+        // `at + 2 + 32 <= len` (checked below): inside `bytes`; the tables are 16-byte rows of
+        // an aligned line.
         unsafe {
-            let row = |k: usize, h: usize| _mm256_load_si256(WIDE.0[k][h].as_ptr().cast());
-            let (lo0, hi0) = (row(0, 0), row(0, 1));
-            let (lo1, hi1) = (row(1, 0), row(1, 1));
-            let (lo2, hi2) = (row(2, 0), row(2, 1));
-            let nib = _mm256_set1_epi8(0x0f);
-            // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where
-            // no anchor can have such a byte (`WILD[k]` false), so the low nibble needs no mask.
-            // At a `LOW_ONLY` position that is all the high nibble's table says (`TABLES`).
-            let look = |v: __m256i, lo: __m256i, hi: __m256i, k: usize| {
-                let idx = if WILD[k] { _mm256_and_si256(v, nib) } else { v };
-                let l = _mm256_shuffle_epi8(lo, idx);
-                if LOW_ONLY[k] {
-                    return l;
-                }
-                let h = _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
-                _mm256_and_si256(l, h)
-            };
+            let t = Tables::load();
             let p = bytes.as_ptr();
-            let window = |at: usize| {
-                let q = p.add(at);
-                let m0 = look(_mm256_loadu_si256(q.cast()), lo0, hi0, 0);
-                let m1 = look(_mm256_loadu_si256(q.add(1).cast()), lo1, hi1, 1);
-                let m2 = look(_mm256_loadu_si256(q.add(2).cast()), lo2, hi2, 2);
-                _mm256_and_si256(_mm256_and_si256(m0, m1), m2)
-            };
             // Positions [at, at + 32) for each window; the last one overlaps the one before
             // (checking a position twice changes nothing). The windows' survivors are
             // gathered and tested once: a line that matches nothing (almost every line) is
@@ -257,13 +381,13 @@ mod simd {
             let mut any = _mm256_setzero_si256();
             let mut at = 0;
             while at + 34 <= len {
-                any = _mm256_or_si256(any, window(at));
+                any = _mm256_or_si256(any, t.window(p.add(at)));
                 at += 32;
             }
             if at < len - 2 {
-                any = _mm256_or_si256(any, window(len - 34));
+                any = _mm256_or_si256(any, t.window(p.add(len - 34)));
             }
-            _mm256_testz_si256(any, any) == 0 || tail(bytes)
+            _mm256_testz_si256(any, any) == 0 || (!ENDED && tail(bytes))
         }
     }
 
@@ -279,6 +403,7 @@ mod simd {
     }
 
     #[target_feature(enable = "ssse3")]
+    #[inline(never)]
     unsafe fn ssse3(bytes: &[u8]) -> bool {
         // SAFETY (caller): SSSE3. Every load below reads 16 bytes inside `bytes` or inside the
         // zeroed local tail buffer (the bounds are checked before each).
@@ -327,78 +452,10 @@ mod simd {
 mod simd {
     /// No vectorised filter here: the exact prefilter decides.
     #[inline]
-    pub fn candidates(_: &[u8]) -> Option<bool> {
+    pub fn candidates(_: &[u8], _: bool) -> Option<bool> {
         None
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SERVING: &[&[u8]] = &[
-        b"INFO:     127.0.0.1:52344 - \"POST /generate HTTP/1.1\" 200 OK (request 8841, 412 tokens)\n",
-        b"[2025-06-01 10:02:11 TP0] Decode batch. #running-req: 12, #token: 3301, token usage: 0.01, gen throughput (token/s): 812.44\n",
-        b"[2025-06-01 10:02:11 TP0] Prefill batch. #new-seq: 1, #new-token: 128, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n",
-        b"INFO:     127.0.0.1:40000 - \"GET /health HTTP/1.1\" 200 OK\n",
-        b"(APIServer pid=123) INFO:     127.0.0.1:50866 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n",
-    ];
-
-    #[test]
-    fn ordinary_serving_lines_have_no_candidate() {
-        for l in SERVING {
-            assert!(!scalar_candidates(l), "{}", String::from_utf8_lossy(l));
-            assert!(!simd::candidates(l).unwrap_or(false));
-            assert!(!may_match(l));
-        }
-    }
-
-    #[test]
-    fn never_says_no_where_the_exact_prefilter_says_yes() {
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let pool = b"abc KV_Load weight Init ( # GiB x\xff-default args: {NCCL Kv_total_ M S";
-        for round in 0..40_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let len = (x % 150) as usize;
-            let line: Vec<u8> = (0..len)
-                .map(|i| pool[((x >> (i % 50)) as usize + i * 7 + round) % pool.len()])
-                .collect();
-            let exact = log::may_match(&line);
-            assert_eq!(may_match(&line), exact, "{line:?}");
-            if exact {
-                assert!(scalar_candidates(&line), "{line:?}");
-                assert_ne!(simd::candidates(&line), Some(false), "{line:?}");
-            }
-            if let Some(c) = simd::candidates(&line) {
-                assert_eq!(c, scalar_candidates(&line), "{line:?}");
-            }
-        }
-        // Anchors at the very start and end of short and long lines.
-        for a in [
-            &b"KV"[..],
-            b"# ",
-            b"GiB",
-            b"-default args: {",
-            b"_gpu_memory",
-        ] {
-            // UTF-8 bytes (0x80 and above) beside an anchor as well as ASCII.
-            for fill in [b'x', 0xc3, 0xff] {
-                for pad in [
-                    0usize, 1, 13, 14, 15, 16, 17, 30, 31, 32, 33, 34, 63, 64, 65,
-                ] {
-                    let mut l = vec![fill; pad];
-                    l.extend_from_slice(a);
-                    assert!(may_match(&l), "{}", String::from_utf8_lossy(&l));
-                    let mut r = a.to_vec();
-                    r.extend(vec![fill; pad]);
-                    assert!(may_match(&r), "{}", String::from_utf8_lossy(&r));
-                    if let Some(c) = simd::candidates(&r) {
-                        assert!(c, "{}", String::from_utf8_lossy(&r));
-                    }
-                }
-            }
-        }
-    }
-}
+mod tests;

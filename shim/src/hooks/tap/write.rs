@@ -1,0 +1,203 @@
+//! `write` and `writev`, interposed: the real call first, then the tap on the bytes it took.
+//!
+//! `write`'s common path (a whole line on fd 1 or 2, nothing pending, grammar only, a line the
+//! prefilter rejects) is what every server write before serving pays, right after a system
+//! call, when little of the tap's code and state is warm. So it is kept short: the prefilter's
+//! instructions are chosen before the call (on x86-64 by [`ROUTE`], a compare and a jump), the
+//! state is one load ([`QUICK`]), and the AVX2 filter is inlined into the one function that
+//! runs after the call. Anything else goes to [`observe`], which decides as before. Once the
+//! tap is off (serving, or `VRAMLEDGER_TAP=0`), `write` is a jump to libc's.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+use super::{observe, tap_filter, OFF, QUICK};
+use crate::real;
+
+type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
+
+static REAL_WRITE: AtomicUsize = AtomicUsize::new(0);
+
+#[inline(always)]
+fn real_write() -> Option<WriteFn> {
+    let mut p = REAL_WRITE.load(Ordering::Acquire);
+    if p == 0 {
+        p = find_real(&REAL_WRITE, c"write");
+    }
+    // SAFETY: the next `write` after vramledger is libc's, with this signature.
+    (p != 0).then(|| unsafe { std::mem::transmute::<usize, WriteFn>(p) })
+}
+
+/// The next definition of `name` after vramledger, found once (errno kept).
+#[cold]
+fn find_real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    // SAFETY: errno is thread-local; the lookup must not change what the caller sees.
+    let saved = unsafe { *libc::__errno_location() };
+    let p = real::real_dlsym(libc::RTLD_NEXT, name);
+    slot.store(p, Ordering::Release);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    p
+}
+
+/// Where the interposed `write` goes on x86-64: 0 not known yet ([`write_plain`], which sets
+/// it), [`TO_AVX2`] ([`write_avx2`]), [`TO_PLAIN`], [`TO_LIBC`] (the tap is off and libc's
+/// `write` is known: straight there).
+static ROUTE: AtomicU8 = AtomicU8::new(0);
+#[cfg(target_arch = "x86_64")]
+const TO_AVX2: u8 = 1;
+#[cfg(target_arch = "x86_64")]
+const TO_PLAIN: u8 = 2;
+const TO_LIBC: u8 = 3;
+
+/// The tap is off for good: `write` goes straight to libc's from now on (once that is known;
+/// else it keeps forwarding through [`write_plain`], which sees the tap off).
+pub(super) fn route_off() {
+    if real_write().is_some() {
+        ROUTE.store(TO_LIBC, Ordering::Release);
+    }
+}
+
+/// The interposed `write`: on x86-64 a jump by [`ROUTE`]. No frame and no call here, so
+/// nothing more to return through after the kernel ran, and none at all once the tap is off.
+#[cfg(target_arch = "x86_64")]
+#[no_mangle]
+#[unsafe(naked)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
+    // The arguments stay in their registers for the function jumped to, which has the same
+    // signature (eax is free: `write` takes no variable arguments). `REAL_WRITE` is set before
+    // `ROUTE` says `TO_LIBC` (`route_off`), and never changes once set.
+    std::arch::naked_asm!(
+        "movzx eax, byte ptr [rip + {route}]",
+        "cmp eax, {to_avx2}",
+        "je {avx2}",
+        "cmp eax, {to_libc}",
+        "jne {plain}",
+        "jmp qword ptr [rip + {real}]",
+        route = sym ROUTE,
+        real = sym REAL_WRITE,
+        to_avx2 = const TO_AVX2,
+        to_libc = const TO_LIBC,
+        avx2 = sym write_avx2,
+        plain = sym write_plain,
+    )
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
+    // SAFETY: the caller's own arguments.
+    unsafe { write_plain(fd, buf, count) }
+}
+
+/// [`write`] with the AVX2 filter inlined.
+///
+/// # Safety
+/// The CPU has AVX2; the caller's arguments of `write`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe extern "C" fn write_avx2(fd: c_int, buf: *const c_void, count: usize) -> isize {
+    // SAFETY: the caller's own arguments; the CPU has AVX2 (this function's contract).
+    unsafe { write_then::<true>(fd, buf, count) }
+}
+
+/// [`write`] with the portable filter; the CPU is asked here, the first time.
+///
+/// # Safety
+/// The caller's arguments of `write`.
+#[inline(never)]
+unsafe extern "C" fn write_plain(fd: c_int, buf: *const c_void, count: usize) -> isize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx2 = tap_filter::avx2();
+        // Only from "not known": the tap may have turned off meanwhile (`route_off`).
+        let to = if avx2 { TO_AVX2 } else { TO_PLAIN };
+        let _ = ROUTE.compare_exchange(0, to, Ordering::AcqRel, Ordering::Relaxed);
+        if avx2 {
+            // SAFETY: the CPU has AVX2 (asked just above); the caller's own arguments.
+            return unsafe { write_avx2(fd, buf, count) };
+        }
+    }
+    // SAFETY: the caller's own arguments.
+    unsafe { write_then::<false>(fd, buf, count) }
+}
+
+/// The real `write`, then the tap on the bytes it took. `AVX2` only inside [`write_avx2`].
+#[inline(always)]
+unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usize) -> isize {
+    let Some(f) = real_write() else {
+        // SAFETY: errno is thread-local; EIO says the write did not happen.
+        unsafe { *libc::__errno_location() = libc::EIO };
+        return -1;
+    };
+    // SAFETY: the caller's own arguments, passed on unchanged.
+    let rc = unsafe { f(fd, buf, count) };
+    if rc > 0 && (fd == 1 || fd == 2) {
+        // SAFETY: the real write just read these `rc` ≤ `count` bytes from `buf`.
+        let bytes = unsafe { std::slice::from_raw_parts(buf as *const u8, rc as usize) };
+        let quick = QUICK.load(Ordering::Relaxed);
+        // fd 1 or 2 is its own bit (`1 << (fd - 1)`).
+        if quick & fd as u8 != 0 {
+            // A whole line, nothing pending, grammar only: the prefilter alone decides.
+            // (`observe` would do the same, with more loads and branches.)
+            if tap_filter::ends_line(bytes) && !line_may_match::<AVX2>(bytes) {
+                return rc;
+            }
+            observe(fd, bytes);
+        } else if quick & OFF == 0 {
+            observe(fd, bytes);
+        }
+    }
+    rc
+}
+
+/// The prefilter on a line that ends with a line end: the AVX2 one where `AVX2` (then only
+/// ever inlined into [`write_avx2`]).
+#[inline(always)]
+fn line_may_match<const AVX2: bool>(bytes: &[u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: `AVX2` only on the way from `write_avx2`, whose caller found AVX2 and which
+        // is compiled for it; the caller checked the line end.
+        return unsafe { tap_filter::line_may_match_avx2(bytes) };
+    }
+    tap_filter::may_match(bytes)
+}
+
+type WritevFn = unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize;
+static REAL_WRITEV: AtomicUsize = AtomicUsize::new(0);
+
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
+    let mut p = REAL_WRITEV.load(Ordering::Acquire);
+    if p == 0 {
+        p = find_real(&REAL_WRITEV, c"writev");
+    }
+    if p == 0 {
+        // SAFETY: errno is thread-local; EIO says the write did not happen.
+        unsafe { *libc::__errno_location() = libc::EIO };
+        return -1;
+    }
+    // SAFETY: the next `writev` after vramledger is libc's, with this signature; the caller's
+    // own arguments, passed on unchanged.
+    let rc = unsafe { std::mem::transmute::<usize, WritevFn>(p)(fd, iov, iovcnt) };
+    if rc > 0 && (fd == 1 || fd == 2) && !iov.is_null() && iovcnt > 0 {
+        // SAFETY: the real writev read the array and took `rc` bytes from its buffers, in order.
+        let iovs = unsafe { std::slice::from_raw_parts(iov, iovcnt as usize) };
+        let mut left = rc as usize;
+        for v in iovs {
+            if left == 0 {
+                break;
+            }
+            let n = v.iov_len.min(left);
+            if n > 0 {
+                // SAFETY: the first `n` bytes of this buffer were taken by the real writev.
+                observe(fd, unsafe {
+                    std::slice::from_raw_parts(v.iov_base as *const u8, n)
+                });
+            }
+            left -= n;
+        }
+    }
+    rc
+}
