@@ -95,6 +95,12 @@ fn split(n: usize, rounds: usize) {
     let index = best_of(rounds, || {
         assert_eq!(Index::scan(&s).records, n);
     });
+    if std::env::var_os("BENCH_ONLY_INDEX").is_some() {
+        for _ in 0..40 {
+            Index::scan(&s);
+        }
+        return;
+    }
     if std::env::var_os("BENCH_ONLY_WALK").is_some() {
         for _ in 0..20 {
             if std::env::var_os("BENCH_ALL").is_some() {

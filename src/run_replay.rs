@@ -311,7 +311,7 @@ struct Offers<F> {
 }
 
 impl<F: FnMut(Offer<'_>) -> Option<ControlFlow<()>>> journal::Each for Offers<F> {
-    #[inline]
+    #[inline(always)]
     fn brief(&mut self, kind: u16, t_ns: u64) -> Option<ControlFlow<()>> {
         let flow = (self.f)(Offer::Brief { kind, t_ns })?;
         self.broke = flow.is_break();

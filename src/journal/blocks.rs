@@ -39,7 +39,7 @@ impl<S: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> + ?Sized> Sink for S 
 struct Admit<'a, F: ?Sized>(&'a mut F);
 
 impl<F: Each + ?Sized> Sink for Admit<'_, F> {
-    #[inline]
+    #[inline(always)]
     fn brief(&mut self, kind: u16, t_ns: u64) -> Option<ControlFlow<()>> {
         self.0.brief(kind, t_ns)
     }

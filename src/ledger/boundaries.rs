@@ -269,7 +269,7 @@ impl Scan {
     }
 
     /// Takes record `i`, at `t_ns`, that can set nothing ([`Scan::may_set`] said so).
-    #[inline]
+    #[inline(always)]
     pub fn step_time(&mut self, i: usize, t_ns: u64) {
         self.seen = i + 1;
         if let Some((end, after @ None)) = &mut self.last_capture_end {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
-use vramledger_format::{Kind, POOL_UNKNOWN};
+use vramledger_format::{Event, Kind, POOL_UNKNOWN};
 
 use super::boundaries::{Scan, StageBoundary};
 use super::rank::RankScan;
@@ -63,56 +63,32 @@ impl Index {
     /// Walks `r` once.
     pub fn scan<R: Records>(r: &R) -> Index {
         let known = r.modules();
-        let mut x = Index {
-            modules: known.cloned().unwrap_or_default(),
-            ..Index::default()
+        let mut w = Walk {
+            x: Index {
+                modules: known.cloned().unwrap_or_default(),
+                ..Index::default()
+            },
+            known: known.is_some(),
+            scan: Scan::default(),
+            i: 0,
+            min_t: u64::MAX,
+            max_t: 0,
         };
-        let mut scan = Scan::default();
-        let mut i = 0usize;
-        let (mut min_t, mut max_t) = (u64::MAX, 0u64);
-        r.walk_brief(|offer| {
-            let (e, kind) = match offer {
-                // Most records matter here only by their time: no event made for them.
-                Offer::Brief { kind, t_ns } => {
-                    let kind = Kind::from_repr(kind);
-                    if scan.may_set(kind) || !times_only(kind) {
-                        return None;
-                    }
-                    scan.step_time(i, t_ns);
-                    x.times(i, t_ns, &mut min_t, &mut max_t);
-                    i += 1;
-                    return Some(ControlFlow::Continue(()));
-                }
-                Offer::Whole(e) => (e, e.kind()),
-            };
-            scan.step_kind(i, e, kind);
-            x.times(i, e.t_ns, &mut min_t, &mut max_t);
-            match kind {
-                Some(Kind::Alloc | Kind::Free) => {}
-                Some(Kind::Stage) => x.rank.stage(e),
-                Some(Kind::Module) if known.is_none() => {
-                    x.modules.insert(e.module, e.text.clone());
-                }
-                Some(Kind::PoolEnd) if e.handle != 0 && e.arg0 != POOL_UNKNOWN => {
-                    x.capture_pools.insert(e.handle, (e.arg0, e.arg1));
-                }
-                Some(Kind::PoolBegin) => x.pool_windows += 1,
-                Some(Kind::PoolHooks) => x.pool_hooks = Some(e.text.clone()),
-                Some(Kind::TorchSegment)
-                    if x.last_torch_snapshot.is_none_or(|(n, _)| n != e.handle) =>
-                {
-                    x.last_torch_snapshot = Some((e.handle, i));
-                }
-                Some(Kind::AllocFailed)
-                    if e.result == CUDA_ERROR_OUT_OF_MEMORY && x.first_oom.is_none() =>
-                {
-                    x.first_oom = Some((i, e.t_ns));
-                }
-                _ => {}
-            }
-            i += 1;
-            Some(ControlFlow::Continue(()))
-        });
+        r.walk_brief(
+            #[inline(always)]
+            |offer| match offer {
+                Offer::Brief { kind, t_ns } => w.brief(kind, t_ns),
+                Offer::Whole(e) => Some(w.whole(e)),
+            },
+        );
+        let Walk {
+            mut x,
+            scan,
+            i,
+            min_t,
+            max_t,
+            ..
+        } = w;
         x.records = i;
         x.min_t = (min_t != u64::MAX).then_some(min_t);
         x.max_t = (i > 0).then_some(max_t);
@@ -121,7 +97,7 @@ impl Index {
     }
 
     /// Record `i`'s time `t` in the time range.
-    #[inline]
+    #[inline(always)]
     fn times(&mut self, i: usize, t: u64, min_t: &mut u64, max_t: &mut u64) {
         if i == 0 {
             self.first_t = Some(t);
@@ -154,5 +130,67 @@ impl Index {
         self.boundaries
             .get(span)
             .map_or("startup", |b| b.name.as_str())
+    }
+}
+
+/// The index being made: what [`Index::scan`] keeps between records.
+struct Walk {
+    x: Index,
+    /// The source knew every module (none is gathered from the records).
+    known: bool,
+    scan: Scan,
+    /// Records walked.
+    i: usize,
+    min_t: u64,
+    max_t: u64,
+}
+
+impl Walk {
+    /// A record offered by its kind and time (most records: they matter here only by their
+    /// time, and no event is made for them); `None` asks for its event. Small, so that it
+    /// inlines into the decoding loop.
+    #[inline(always)]
+    fn brief(&mut self, kind: u16, t_ns: u64) -> Option<ControlFlow<()>> {
+        let kind = Kind::from_repr(kind);
+        if self.scan.may_set(kind) || !times_only(kind) {
+            return None;
+        }
+        self.scan.step_time(self.i, t_ns);
+        self.x.times(self.i, t_ns, &mut self.min_t, &mut self.max_t);
+        self.i += 1;
+        Some(ControlFlow::Continue(()))
+    }
+
+    /// A record's event.
+    #[inline(never)]
+    fn whole(&mut self, e: &Event) -> ControlFlow<()> {
+        let (x, i, kind) = (&mut self.x, self.i, e.kind());
+        self.scan.step_kind(i, e, kind);
+        x.times(i, e.t_ns, &mut self.min_t, &mut self.max_t);
+        match kind {
+            Some(Kind::Alloc | Kind::Free) => {}
+            Some(Kind::Stage) => x.rank.stage(e),
+            Some(Kind::Module) if !self.known => {
+                x.modules.insert(e.module, e.text.clone());
+            }
+            Some(Kind::PoolEnd) if e.handle != 0 && e.arg0 != POOL_UNKNOWN => {
+                x.capture_pools.insert(e.handle, (e.arg0, e.arg1));
+            }
+            Some(Kind::PoolBegin) => x.pool_windows += 1,
+            Some(Kind::PoolHooks) => x.pool_hooks = Some(e.text.clone()),
+            Some(Kind::TorchSegment)
+                if x.last_torch_snapshot.is_none_or(|(n, _)| n != e.handle) =>
+            {
+                x.last_torch_snapshot = Some((e.handle, i));
+            }
+            Some(Kind::AllocFailed)
+                if e.result == CUDA_ERROR_OUT_OF_MEMORY && x.first_oom.is_none() =>
+            {
+                x.first_oom = Some((i, e.t_ns));
+            }
+            _ => {}
+        }
+        self.i += 1;
+        ControlFlow::Continue(())
     }
 }

@@ -47,7 +47,7 @@ impl Rising {
         self.bytes.push(v as u8);
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn offer(&mut self, i: usize, t: u64) {
         match self.first {
             None => self.first = Some((i, t)),
