@@ -9,12 +9,16 @@
 //!
 //! Target: ≥ 20 million records per second, decode and books together.
 //!
-//!     cargo bench --bench replay [-- EVENTS] [--once] [--stream]
+//!     cargo bench --bench replay [-- EVENTS] [--once] [--stream | --split]
 //!
 //! `--once` runs a single pass (for `valgrind --tool=callgrind`, whose instruction counts are
 //! stable where wall-clock time on a shared machine is not); `--stream` only the streamed
 //! replay of format 2 (for a profiler): its bytes in memory, then as the CLI reads it, from
-//! its file a part at a time.
+//! its file a part at a time; `--split` where a streamed replay's time goes, in ns a record:
+//! the index walk alone, then the books walk with no book, with each book and with both.
+//! With `--split`, `BENCH_ONLY_INDEX=1` (40 index walks) or `BENCH_ONLY_WALK=1` (20 books
+//! walks with no book; `BENCH_ALL=1` with both books) only loop, for `perf record` or
+//! `valgrind --tool=cachegrind --branch-sim=yes` (mispredictions: VMs often have no counters).
 
 mod support;
 
