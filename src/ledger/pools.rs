@@ -65,16 +65,16 @@ struct Piece {
     module: u32,
 }
 
-/// What the pools need beyond the live books: the pool of each graph-pool block (a torch
-/// block is in the default pool), VMM handles and their mappings, and bytes per pool.
 /// Bytes in one pool of one device: (device, pool) → (live, peak, blocks).
 type PoolHeld = ((i32, PoolKey), (i64, i64, u64));
 
+/// What the pools need beyond the live books: the pool of each graph-pool block (a torch
+/// block is in the default pool), its VMM handles (their mappings are the books'), and bytes
+/// per pool.
 #[derive(Default)]
 struct Pass {
     graph_keys: AddrMap<PoolKey>,
     handles: AddrMap<Piece>,
-    maps: BTreeMap<u64, (u64, u64)>,
     /// Few keys: a short list.
     held: Vec<PoolHeld>,
     /// The entry of `held` the last move went to (most moves repeat it).
@@ -143,31 +143,17 @@ impl Pass {
                 }
                 self.handles.insert(e.handle, p);
             }
-            Some(Kind::VmmMap) => {
-                self.maps.insert(e.addr, (e.handle, e.size));
-            }
             // A handle's memory is gone when the books say so (its last release or unmap).
-            Some(Kind::VmmRelease) => self.handle_gone(e.handle, r),
-            Some(Kind::VmmUnmap) => {
-                let end = e.addr.saturating_add(e.size.max(1));
-                // Lowest first, no list made per record.
-                while let Some((&a, &(h, _))) = self.maps.range(e.addr..end).next() {
-                    self.maps.remove(&a);
-                    self.handle_gone(h, r);
+            Some(Kind::VmmRelease | Kind::VmmUnmap | Kind::IpcClose) => {
+                for &h in r.books.dropped() {
+                    if let Some(p) = self.handles.remove(&h) {
+                        if torchs(p.owner) {
+                            self.moved(p.device, p.key, -(signed(p.size)), -1);
+                        }
+                    }
                 }
             }
             _ => {}
-        }
-    }
-
-    fn handle_gone(&mut self, h: u64, r: &Rec<'_>) {
-        if r.books.handle_info(h).is_some() {
-            return;
-        }
-        if let Some(p) = self.handles.remove(&h) {
-            if torchs(p.owner) {
-                self.moved(p.device, p.key, -(signed(p.size)), -1);
-            }
         }
     }
 
@@ -191,7 +177,7 @@ impl Pass {
             };
             out.insert(a, (size, p));
         }
-        for (&a, &(h, size)) in &self.maps {
+        for (a, h, size) in books.mappings() {
             if let Some(p) = self.handles.get(&h) {
                 out.insert(a, (size, p.clone()));
             }

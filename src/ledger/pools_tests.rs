@@ -220,3 +220,48 @@ fn the_last_snapshot_is_the_one_checked() {
     assert_eq!(c.mismatches.len(), 1);
     assert_eq!(c.mismatches[0].books_owner, None);
 }
+
+/// Expandable segments leave their pool when the books let go of them: at the unmap after
+/// the release, at the release after the unmap, and both of one unmap's handles at once.
+#[test]
+fn expandable_segments_leave_the_pool_when_the_books_let_go() {
+    let create = |h: u64| {
+        let mut c = ev(Kind::VmmCreate, 0, 20 * MIB, Owner::TorchGraphPool);
+        c.flags = flags::TORCH_POOL;
+        (c.arg1, c.arg2) = (0, 2);
+        c.handle = h;
+        c
+    };
+    let handle_ev = |kind: Kind, addr: u64, size: u64, h: u64| {
+        let mut e = ev(kind, addr, size, Owner::None);
+        e.handle = h;
+        e
+    };
+    let base = 0x10_0000_0000u64;
+    let mut events = Vec::new();
+    for (i, h) in [(0u64, 11u64), (1, 12), (2, 13)] {
+        events.push(create(h));
+        events.push(handle_ev(Kind::VmmMap, base + i * 20 * MIB, 20 * MIB, h));
+    }
+    events.push(handle_ev(Kind::VmmRelease, 0, 0, 11));
+    events.push(handle_ev(Kind::VmmRelease, 0, 0, 12));
+    let held = |events: &[Event]| {
+        let p = replay(&journal(events.to_vec()));
+        let r = row(&p, PoolKey::Id(0, 2)).clone();
+        (r.live, r.peak, r.blocks)
+    };
+    let all = (60 * MIB) as i64;
+    assert_eq!(
+        held(&events),
+        (all, all, 3),
+        "released while mapped: still held"
+    );
+    // One unmap over the first two mappings: both leave.
+    events.push(handle_ev(Kind::VmmUnmap, base, 40 * MIB, 0));
+    assert_eq!(held(&events), ((20 * MIB) as i64, all, 1));
+    // The third unmapped first, then released: it leaves at the release.
+    events.push(handle_ev(Kind::VmmUnmap, base + 40 * MIB, 20 * MIB, 0));
+    assert_eq!(held(&events), ((20 * MIB) as i64, all, 1));
+    events.push(handle_ev(Kind::VmmRelease, 0, 0, 13));
+    assert_eq!(held(&events), (0, all, 0));
+}

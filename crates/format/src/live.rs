@@ -84,6 +84,8 @@ pub struct LiveBooks {
     last_total: [usize; 8], // per owner, the entry of `totals` its last change went to
     /// Frees, releases and unmaps of things these books never saw allocated.
     pub unknown_frees: u64,
+    /// The VMM handles whose memory the last release, unmap or IPC close returned.
+    dropped: Vec<u64>,
 }
 
 /// Stream-ordered allocations: their sizes are requests served from a pool.
@@ -289,6 +291,7 @@ impl LiveBooks {
                 None
             }
             Kind::VmmRelease => {
+                self.dropped.clear();
                 let drop = match self.handles.get_mut(&e.handle) {
                     Some(p) => {
                         p.refs = p.refs.saturating_sub(1);
@@ -309,6 +312,7 @@ impl LiveBooks {
                 None
             }
             Kind::VmmUnmap | Kind::IpcClose => {
+                self.dropped.clear();
                 let end = e.addr.saturating_add(e.size.max(1));
                 let mut out: Option<Delta> = None;
                 let mut unmapped = false;
@@ -405,7 +409,20 @@ impl LiveBooks {
             return None;
         }
         let p = self.handles.remove(&handle)?;
+        self.dropped.push(handle);
         Some(self.add(&p.block, -1))
+    }
+
+    /// The VMM handles whose memory the last event returned, when it was a release, an unmap
+    /// or an IPC close (its last reference or mapping gone): for a book that keeps more of a
+    /// handle than these books do, so that it lets go of it at the same record.
+    pub fn dropped(&self) -> &[u64] {
+        &self.dropped
+    }
+
+    /// Mapped VMM memory now: `(address, handle, bytes)` by address (IPC opens included).
+    pub fn mappings(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.mappings.iter().map(|(&a, &(h, size))| (a, h, size))
     }
 
     /// Bytes held now, per (device, owner, memory kind); zero entries are omitted.

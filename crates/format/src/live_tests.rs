@@ -189,3 +189,37 @@ fn reservations_are_virtual_only() {
     b.apply(&ev(Kind::VaFree, 0x1_0000_0000, 1 << 40, 0, Owner::None));
     assert!(b.reserved_va().is_empty());
 }
+
+#[test]
+fn dropped_names_the_handles_whose_memory_a_record_returned() {
+    let mut b = LiveBooks::new();
+    for (h, addr) in [(1u64, 0x10_0000u64), (2, 0x10_0000 + (2 << 20))] {
+        b.apply(&ev(Kind::VmmCreate, 0, 2 << 20, h, Owner::Torch));
+        b.apply(&ev(Kind::VmmMap, addr, 2 << 20, h, Owner::None));
+    }
+    let listed: Vec<_> = b.mappings().collect();
+    assert_eq!(
+        listed,
+        [(0x10_0000, 1, 2 << 20), (0x10_0000 + (2 << 20), 2, 2 << 20)]
+    );
+    // Released while mapped: nothing returned yet.
+    for h in [2, 1] {
+        b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None));
+        assert!(b.dropped().is_empty());
+    }
+    // One unmap over both mappings returns both, lowest address first.
+    let d = b.apply(&ev(Kind::VmmUnmap, 0x10_0000, 4 << 20, 0, Owner::None));
+    assert_eq!(d.map(|d| d.bytes), Some(-(4 << 20)));
+    assert_eq!(b.dropped(), [1, 2]);
+    assert_eq!(b.mappings().count(), 0);
+    // An unmap of nothing returns nothing (and says so afresh).
+    b.apply(&ev(Kind::VmmUnmap, 0x10_0000, 4 << 20, 0, Owner::None));
+    assert!(b.dropped().is_empty());
+    // Unmapped first, released last: the release returns it.
+    b.apply(&ev(Kind::VmmCreate, 0, 2 << 20, 3, Owner::Nccl));
+    b.apply(&ev(Kind::VmmMap, 0x90_0000, 2 << 20, 3, Owner::None));
+    b.apply(&ev(Kind::VmmUnmap, 0x90_0000, 2 << 20, 0, Owner::None));
+    assert!(b.dropped().is_empty());
+    b.apply(&ev(Kind::VmmRelease, 0, 0, 3, Owner::None));
+    assert_eq!(b.dropped(), [3]);
+}
