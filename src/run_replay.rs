@@ -285,11 +285,16 @@ impl Records for Stream {
         self.meta.get().map_or(&self.head, |m| &m.header)
     }
 
-    fn walk<F: FnMut(&Event) -> ControlFlow<()>>(&self, mut f: F) {
-        self.walk_brief(|o| match o {
-            Offer::Whole(e) => Some(f(e)),
-            Offer::Brief { .. } => None,
-        });
+    fn walk<F: FnMut(&Event) -> ControlFlow<()>>(&self, f: F) {
+        if let Some(a) = self.again.get() {
+            return a.walk(f);
+        }
+        // Every record whole: no brief offer to decline first.
+        let mut each = Wholes { f, broke: false };
+        let j = self.walk_each(&mut each);
+        if !each.broke && !self.changed() {
+            let _ = self.meta.set(j);
+        }
     }
 
     fn walk_brief<F: FnMut(Offer<'_>) -> Option<ControlFlow<()>>>(&self, f: F) {
@@ -301,6 +306,21 @@ impl Records for Stream {
         if !each.broke && !self.changed() {
             let _ = self.meta.set(j);
         }
+    }
+}
+
+/// A walk's events handed to `f` (a break noted: the walk was not whole).
+struct Wholes<F> {
+    f: F,
+    broke: bool,
+}
+
+impl<F: FnMut(&Event) -> ControlFlow<()>> journal::Each for Wholes<F> {
+    #[inline(always)]
+    fn event(&mut self, e: &mut Event) -> ControlFlow<()> {
+        let flow = (self.f)(e);
+        self.broke = flow.is_break();
+        flow
     }
 }
 
