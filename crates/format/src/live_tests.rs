@@ -223,3 +223,40 @@ fn dropped_names_the_handles_whose_memory_a_record_returned() {
     b.apply(&ev(Kind::VmmRelease, 0, 0, 3, Owner::None));
     assert_eq!(b.dropped(), [3]);
 }
+
+/// Totals of devices in the dense slots (-1 to 6) and past them (7, 100) are kept and listed
+/// alike, sorted by key, zeros left out.
+#[test]
+fn totals_of_every_device_are_kept_and_listed_in_key_order() {
+    let mut b = LiveBooks::new();
+    let mut addr = 0x1000u64;
+    let mut want = Vec::new();
+    for (device, owner, size) in [
+        (100, Owner::Direct, 3u64 << 20),
+        (7, Owner::Torch, 5 << 20),
+        (0, Owner::Nccl, 7 << 20),
+        (6, Owner::TorchGraphPool, 11 << 20),
+        (0, Owner::Torch, 13 << 20),
+    ] {
+        let mut e = ev(Kind::Alloc, addr, size, 0, owner);
+        e.device = device;
+        b.apply(&e);
+        want.push(((device, owner, MemKind::Device), size));
+        addr += 0x1000;
+    }
+    let mut h = ev(Kind::HostAlloc, 0x9_0000, 1 << 20, 0, Owner::Torch);
+    h.device = 3;
+    b.apply(&h);
+    want.push(((-1, Owner::Torch, MemKind::HostPinned), 1 << 20));
+    want.sort();
+    assert_eq!(b.totals().collect::<Vec<_>>(), want);
+    for &((d, o, m), v) in &want {
+        assert_eq!(b.held(d, o, m), v);
+    }
+    // Freed to zero: left out of the list, zero when asked.
+    b.apply(&ev(Kind::Free, 0x1000, 0, 0, Owner::None));
+    b.apply(&ev(Kind::Free, 0x1000 + 0x3000, 0, 0, Owner::None));
+    assert_eq!(b.held(100, Owner::Direct, MemKind::Device), 0);
+    assert_eq!(b.held(6, Owner::TorchGraphPool, MemKind::Device), 0);
+    assert_eq!(b.totals().count(), want.len() - 2);
+}
