@@ -82,24 +82,31 @@ struct Pass {
 }
 
 impl Pass {
+    #[inline(always)]
     fn moved(&mut self, device: i32, key: PoolKey, bytes: i64, blocks: i64) {
         if self
             .held
             .get(self.last)
             .is_none_or(|(k, _)| *k != (device, key))
         {
-            self.last = match self.held.iter().position(|(k, _)| *k == (device, key)) {
-                Some(i) => i,
-                None => {
-                    self.held.push(((device, key), (0, 0, 0)));
-                    self.held.len() - 1
-                }
-            };
+            self.last = self.find_held(device, key);
         }
         let slot = &mut self.held[self.last].1;
         slot.0 = slot.0.saturating_add(bytes);
         slot.1 = slot.1.max(slot.0);
         slot.2 = slot.2.saturating_add_signed(blocks);
+    }
+
+    /// The entry of `(device, key)` in `held`, made when it has none.
+    #[inline(never)]
+    fn find_held(&mut self, device: i32, key: PoolKey) -> usize {
+        match self.held.iter().position(|(k, _)| *k == (device, key)) {
+            Some(i) => i,
+            None => {
+                self.held.push(((device, key), (0, 0, 0)));
+                self.held.len() - 1
+            }
+        }
     }
 
     /// Takes one record, after the live books took it: bytes per pool move with the books'
