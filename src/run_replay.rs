@@ -290,20 +290,23 @@ impl Records for Stream {
             return a.walk(f);
         }
         // Every record whole: no brief offer to decline first.
-        let mut each = Wholes { f, broke: false };
-        let j = self.walk_each(&mut each);
-        if !each.broke && !self.changed() {
-            let _ = self.meta.set(j);
-        }
+        self.walk_keeping(&mut Wholes { f, broke: false }, |w| w.broke);
     }
 
     fn walk_brief<F: FnMut(Offer<'_>) -> Option<ControlFlow<()>>>(&self, f: F) {
         if let Some(a) = self.again.get() {
             return a.walk_brief(f);
         }
-        let mut each = Offers { f, broke: false };
-        let j = self.walk_each(&mut each);
-        if !each.broke && !self.changed() {
+        self.walk_keeping(&mut Offers { f, broke: false }, |o| o.broke);
+    }
+}
+
+impl Stream {
+    /// One walk through `each`; a walk that went through the whole journal (`broke` says
+    /// whether `each` ended it) keeps what it found of it: header, modules, warnings, damage.
+    fn walk_keeping<E: journal::Each>(&self, each: &mut E, broke: impl Fn(&E) -> bool) {
+        let j = self.walk_each(each);
+        if !broke(each) && !self.changed() {
             let _ = self.meta.set(j);
         }
     }
