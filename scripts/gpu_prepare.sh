@@ -6,6 +6,9 @@
 #   SKIP_CARGO=1 scripts/gpu_prepare.sh   # only restage already-built artefacts
 #   BASE_REF=main scripts/gpu_prepare.sh  # also .gpu/base/libvramledger.so, the shim of that
 #                                         # git ref, for scripts/gpu_bench.sh to compare with
+#   PREV_REF=REV scripts/gpu_prepare.sh   # also .gpu/prev/libvramledger.so (e.g. the last stop's
+#                                         # shim: scripts/bench_tap.sh .gpu/libvramledger.so
+#                                         # .gpu/prev/libvramledger.so times the two side by side)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,22 +41,28 @@ done
 find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
 find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
 
-if [[ -n "${BASE_REF:-}" ]]; then
-    BASE_SRC="$(mktemp -d /tmp/vramledger-base.XXXXXX)"
-    git archive "$BASE_REF" | tar -x -C "$BASE_SRC"
-    (cd "$BASE_SRC" && CARGO_TARGET_DIR="$BASE_SRC/target" cargo build --release -p vramledger-shim)
-    mkdir -p "$DEST/base"
-    cp "$BASE_SRC/target/release/libvramledger.so" "$DEST/base/libvramledger.so"
-    echo "base_ref=$BASE_REF $(git rev-parse "$BASE_REF")" > "$DEST/base/BUILD_INFO"
-    rm -rf "$BASE_SRC"
-fi
+# stage_shim NAME REF: the shim of git ref REF as .gpu/NAME/libvramledger.so.
+stage_shim() {
+    local name=$1 ref=$2 src
+    src="$(mktemp -d /tmp/vramledger-$name.XXXXXX)"
+    git archive "$ref" | tar -x -C "$src"
+    (cd "$src" && CARGO_TARGET_DIR="$src/target" cargo build --release -p vramledger-shim)
+    mkdir -p "$DEST/$name"
+    cp "$src/target/release/libvramledger.so" "$DEST/$name/libvramledger.so"
+    echo "${name}_ref=$ref $(git rev-parse "$ref")" > "$DEST/$name/BUILD_INFO"
+    rm -rf "$src"
+}
+[[ -n "${BASE_REF:-}" ]] && stage_shim base "$BASE_REF"
+[[ -n "${PREV_REF:-}" ]] && stage_shim prev "$PREV_REF"
 
 # The device tool carries at most 64 MiB (working tree included): drop debug info from the
 # copies if they are large (the originals in target/ keep theirs).
 size_kib=$(du -sk "$DEST" | cut -f1)
 if (( size_kib > 40 * 1024 )) && command -v strip >/dev/null; then
     strip --strip-debug "$DEST/libvramledger.so" "$DEST/vramledger"
-    [[ -f "$DEST/base/libvramledger.so" ]] && strip --strip-debug "$DEST/base/libvramledger.so"
+    for extra in base prev; do
+        [[ -f "$DEST/$extra/libvramledger.so" ]] && strip --strip-debug "$DEST/$extra/libvramledger.so"
+    done
     size_kib=$(du -sk "$DEST" | cut -f1)
 fi
 

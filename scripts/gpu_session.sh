@@ -9,7 +9,8 @@
 #                                                  everything that needs no vLLM: graph pools of a
 #                                                  compiled HF model, the in-process benchmarks, the
 #                                                  pip package, the shim's safety checks, the
-#                                                  SGLang-shaped books, sizing from a run's settings
+#                                                  SGLang-shaped books, sizing from a run's settings;
+#                                                  the tap against .gpu/prev (PREV_REF) when staged
 #   bash scripts/gpu_session.sh engines [OUTDIR]   the real vLLM lane (check, record) and metrics
 #                                                  scraped while vLLM starts
 #   bash scripts/gpu_session.sh ab BUDGET_S [OUTDIR]  the vLLM overhead A/B for BUDGET_S seconds
@@ -59,6 +60,10 @@ torch)
     # BENCH_REPS (default 1): runs of each pair ratio, ~25 s each for both builds.
     REPS=${BENCH_REPS:-1}
     BENCH_REPS=$REPS step bench $((130 + 25 * REPS)) bash scripts/gpu_bench.sh "$W/bench"
+    # The tap against the shim of PREV_REF (scripts/gpu_prepare.sh), both in every run.
+    if [[ -f .gpu/prev/libvramledger.so ]]; then
+        step tap-prev 90 bash scripts/bench_tap.sh .gpu/libvramledger.so .gpu/prev/libvramledger.so
+    fi
     step first-hour 90 bash scripts/gpu_first_hour.sh "$W"
     ;;
 ab)
