@@ -16,8 +16,9 @@
 //! replay of format 2 (for a profiler): its bytes in memory, then as the CLI reads it, from
 //! its file a part at a time; `--split` where a streamed replay's time goes, in ns a record:
 //! the index walk alone, then the books walk with no book, with each book and with both.
-//! With `--split`, `BENCH_ONLY_INDEX=1` (40 index walks) or `BENCH_ONLY_WALK=1` (20 books
-//! walks with no book; `BENCH_ALL=1` with both books) only loop, for `perf record` or
+//! With `--split`, `BENCH_ONLY_INDEX=1` (40 index walks), `BENCH_ONLY_WALK=1` (20 books
+//! walks with no book; `BENCH_ALL=1` with both books) or `BENCH_ONLY_FILE_WALK=1` (20 books
+//! walks from the file) only loop, for `perf record` or
 //! `valgrind --tool=cachegrind --branch-sim=yes` (mispredictions: VMs often have no counters).
 
 mod support;
@@ -96,6 +97,20 @@ fn split(n: usize, rounds: usize) {
     let s = run_replay::Stream::from_bytes(path, bytes.clone()).expect("synthetic journal");
     let ix = Index::scan(&s);
     let ns = |secs: f64| secs * 1e9 / n as f64;
+    // The two walks as the CLI makes them: from the file, a part at a time, seals checked.
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("bench-split-{}.vlj", std::process::id()));
+    std::fs::write(&file, &bytes).expect("bench journal");
+    let f = run_replay::Stream::open(&file).expect("synthetic journal");
+    // Read through the open file from now on: the name is not needed.
+    let _ = std::fs::remove_file(&file);
+    if std::env::var_os("BENCH_ONLY_FILE_WALK").is_some() {
+        for _ in 0..20 {
+            ledger::process::replay_indexed(&f, &ix, &mut ());
+        }
+        return;
+    }
     let index = best_of(rounds, || {
         assert_eq!(Index::scan(&s).records, n);
     });
@@ -129,19 +144,12 @@ fn split(n: usize, rounds: usize) {
     let all = best_of(rounds, || {
         ledger::process::replay_indexed(&s, &ix, &mut ());
     });
-    // The two walks as the CLI makes them: from the file, a part at a time, seals checked.
-    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(format!("bench-split-{}.vlj", std::process::id()));
-    std::fs::write(&file, &bytes).expect("bench journal");
-    let f = run_replay::Stream::open(&file).expect("synthetic journal");
     let f_index = best_of(rounds, || {
         assert_eq!(Index::scan(&f).records, n);
     });
     let f_all = best_of(rounds, || {
         ledger::process::replay_indexed(&f, &ix, &mut ());
     });
-    let _ = std::fs::remove_file(&file);
     println!("split, {n} records, best of {rounds}, ns a record:");
     println!("  held bytes (seals checked once):");
     println!("    index walk:                 {:.1}", ns(index));
