@@ -79,10 +79,7 @@ pub struct LiveBooks {
     reservations: BTreeMap<u64, (u64, i32)>,
     host: AddrMap<Block>,
     pools: AddrMap<Block>,
-    /// Bytes per (device, owner, memory kind): devices -1 to 6 by index ([`dense_slot`]),
-    /// made at the first change; other devices in a short list.
-    dense: Vec<u64>,
-    totals: Vec<((i32, Owner, MemKind), u64)>,
+    totals: Totals,
     /// Frees, releases and unmaps of things these books never saw allocated.
     pub unknown_frees: u64,
     /// The VMM handles whose memory the last release, unmap or IPC close returned.
@@ -106,10 +103,7 @@ impl LiveBooks {
 
     #[inline(always)]
     fn add(&mut self, b: &Block, sign: i64) -> Delta {
-        let slot = match dense_slot(b.device, b.owner, b.mem) {
-            Some(i) if !self.dense.is_empty() => &mut self.dense[i],
-            _ => self.total_slot(b.device, b.owner, b.mem),
-        };
+        let slot = self.totals.slot(b.device, b.owner, b.mem);
         // Both sides computed, one kept (a select, not a branch: takes and returns alternate
         // at random, and a mispredicted branch here cost more than the other side).
         let (up, down) = (slot.saturating_add(b.size), slot.saturating_sub(b.size));
@@ -123,24 +117,6 @@ impl LiveBooks {
             bytes: if sign > 0 { bytes } else { -bytes },
             module: b.module,
         }
-    }
-
-    /// The total of a key outside the dense slots, or the first change of any.
-    #[cold]
-    fn total_slot(&mut self, device: i32, owner: Owner, mem: MemKind) -> &mut u64 {
-        if let Some(i) = dense_slot(device, owner, mem) {
-            self.dense.resize(DENSE, 0);
-            return &mut self.dense[i];
-        }
-        let key = (device, owner, mem);
-        let i = match self.totals.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                self.totals.push((key, 0));
-                self.totals.len() - 1
-            }
-        };
-        &mut self.totals[i].1
     }
 
     fn block_of(e: &Event, mem: MemKind) -> Block {
@@ -436,31 +412,15 @@ impl LiveBooks {
         self.mappings.iter().map(|(&a, &(h, size))| (a, h, size))
     }
 
-    /// Bytes held now, per (device, owner, memory kind); zero entries are omitted.
+    /// Bytes held now, per (device, owner, memory kind), in key order; zero entries are
+    /// omitted.
     pub fn totals(&self) -> impl Iterator<Item = ((i32, Owner, MemKind), u64)> + '_ {
-        let dense = self
-            .dense
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| (dense_key(i), v));
-        let mut sorted: Vec<((i32, Owner, MemKind), u64)> = dense
-            .chain(self.totals.iter().map(|&(k, v)| (Some(k), v)))
-            .filter_map(|(k, v)| Some((k?, v)).filter(|_| v > 0))
-            .collect();
-        sorted.sort_by_key(|&(k, _)| k);
-        sorted.into_iter()
+        self.totals.sorted().into_iter()
     }
 
     /// Bytes of `mem` held now by `owner` on `device`.
     pub fn held(&self, device: i32, owner: Owner, mem: MemKind) -> u64 {
-        match dense_slot(device, owner, mem) {
-            Some(i) => self.dense.get(i).copied().unwrap_or(0),
-            None => self
-                .totals
-                .iter()
-                .find(|(k, _)| *k == (device, owner, mem))
-                .map_or(0, |&(_, v)| v),
-        }
+        self.totals.get(device, owner, mem)
     }
 
     /// Virtual address space reserved now (never VRAM), per device (-1 unknown).
@@ -515,23 +475,6 @@ impl LiveBooks {
     }
 }
 
-/// Dense totals: 8 devices (-1 to 6) × 8 owners × 8 memory kinds.
-const DENSE: usize = 8 * 8 * 8;
-
-/// The dense slot of a key (devices -1 to 6; owners and kinds are below 8).
-#[inline(always)]
-fn dense_slot(device: i32, owner: Owner, mem: MemKind) -> Option<usize> {
-    let d = device.wrapping_add(1) as u32;
-    (d < 8).then_some((d as usize) << 6 | (owner as usize & 7) << 3 | (mem as usize & 7))
-}
-
-/// The key of dense slot `i` (`None` where no owner or kind has that number).
-fn dense_key(i: usize) -> Option<(i32, Owner, MemKind)> {
-    let owner = Owner::from_repr((i >> 3 & 7) as u8)?;
-    let mem = MemKind::from_repr((i & 7) as u8)?;
-    Some(((i >> 6) as i32 - 1, owner, mem))
-}
-
 /// The fields of a released allocation's record that its allocation gives.
 #[inline]
 fn fill_from(e: &mut Event, b: &Block) {
@@ -541,6 +484,10 @@ fn fill_from(e: &mut Event, b: &Block) {
     e.module = b.module;
     e.mem = b.mem as u8;
 }
+
+#[path = "live_totals.rs"]
+mod totals;
+use totals::Totals;
 
 #[cfg(test)]
 #[path = "live_tests.rs"]
