@@ -145,10 +145,17 @@ impl Pass {
                     key: pool_of(e, named),
                     module: e.module,
                 };
-                if torchs(p.owner) {
-                    self.moved(p.device, p.key, signed(p.size), 1);
+                let (owner, device, key, size) = (p.owner, p.device, p.key, p.size);
+                // A handle made again without its release: the books drop the old memory
+                // first, and so does its pool.
+                if let Some(old) = self.handles.insert(e.handle, p) {
+                    if torchs(old.owner) {
+                        self.moved(old.device, old.key, -(signed(old.size)), -1);
+                    }
                 }
-                self.handles.insert(e.handle, p);
+                if torchs(owner) {
+                    self.moved(device, key, signed(size), 1);
+                }
             }
             // A handle's memory is gone when the books say so (its last release or unmap).
             Some(Kind::VmmRelease | Kind::VmmUnmap | Kind::IpcClose) => {

@@ -265,3 +265,77 @@ fn expandable_segments_leave_the_pool_when_the_books_let_go() {
     events.push(handle_ev(Kind::VmmRelease, 0, 0, 13));
     assert_eq!(held(&events), (0, all, 0));
 }
+
+/// Whatever the order of VMM calls (creates, maps, unmaps over one or two mappings, retains,
+/// releases, IPC closes, calls on unknown handles), the pools hold what the live books give
+/// PyTorch's owners: their bytes and their handles, at the end of every journal.
+#[test]
+fn vmm_pools_follow_the_live_books_in_any_order() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let base = 0x10_0000_0000u64;
+    for _ in 0..400 {
+        let mut events = Vec::new();
+        for _ in 0..rnd(60) + 1 {
+            let h = 1 + rnd(5);
+            let slot = rnd(6);
+            let e = match rnd(7) {
+                0 | 1 => {
+                    let owner = [Owner::Torch, Owner::TorchGraphPool, Owner::Nccl][rnd(3) as usize];
+                    let mut c = ev(Kind::VmmCreate, 0, (1 + rnd(4)) * 2 * MIB, owner);
+                    c.handle = h;
+                    c
+                }
+                2 => {
+                    let mut m = ev(Kind::VmmMap, base + slot * 8 * MIB, 8 * MIB, Owner::None);
+                    m.handle = h;
+                    m
+                }
+                3 => ev(
+                    Kind::VmmUnmap,
+                    base + slot * 8 * MIB,
+                    (1 + rnd(2)) * 8 * MIB,
+                    Owner::None,
+                ),
+                4 => ev(Kind::IpcClose, base + slot * 8 * MIB, 8 * MIB, Owner::None),
+                5 => {
+                    let mut r = ev(Kind::VmmRetain, 0, 0, Owner::None);
+                    r.handle = h;
+                    r
+                }
+                _ => {
+                    let mut r = ev(Kind::VmmRelease, 0, 0, Owner::None);
+                    r.handle = h;
+                    r
+                }
+            };
+            events.push(e);
+        }
+        let mut books = LiveBooks::new();
+        for e in &events {
+            books.apply(e);
+        }
+        let p = replay(&journal(events.clone()));
+        let live: i64 = p.rows.iter().map(|r| r.live).sum();
+        let blocks: u64 = p.rows.iter().map(|r| r.blocks).sum();
+        let torch = |b: &LiveBooks| {
+            b.held(0, Owner::Torch, MemKind::Device)
+                + b.held(0, Owner::TorchGraphPool, MemKind::Device)
+        };
+        let handles = books
+            .live_items()
+            .iter()
+            .filter(|i| i.1 && torchs(i.3) && i.4 == MemKind::Device)
+            .count() as u64;
+        assert_eq!(
+            (live, blocks),
+            (torch(&books) as i64, handles),
+            "{events:#?}"
+        );
+    }
+}
