@@ -208,20 +208,27 @@ impl LiveBooks {
             self.async_blocks.insert(e.addr, b);
             return None;
         }
-        let mut old_delta = None;
-        if let Some(old) = self.blocks.insert(e.addr, b) {
-            // The address was never freed in the journal: the old block is gone.
+        let old = self.blocks.insert(e.addr, b);
+        Some(self.taken(old, &b))
+    }
+
+    /// The change of `new` taking an address that may still hold `old`: never freed in the
+    /// journal, the old block is gone (one change when both are the same owner's, device and
+    /// kind; else the new one's).
+    #[inline(always)]
+    fn taken(&mut self, old: Option<Block>, new: &Block) -> Delta {
+        let old_delta = old.map(|o| {
             self.unknown_frees += 1;
-            old_delta = Some(self.add(&old, -1));
-        }
-        let d = self.add(&b, 1);
-        Some(match old_delta {
+            self.add(&o, -1)
+        });
+        let d = self.add(new, 1);
+        match old_delta {
             Some(o) if o.owner == d.owner && o.device == d.device && o.mem == d.mem => Delta {
                 bytes: d.bytes + o.bytes,
                 ..d
             },
             _ => d,
-        })
+        }
     }
 
     #[inline(always)]
@@ -352,8 +359,8 @@ impl LiveBooks {
                     mem: MemKind::HostPinned,
                     ..Self::block_of(e, MemKind::HostPinned)
                 };
-                self.host.insert(e.addr, b);
-                Some(self.add(&b, 1))
+                let old = self.host.insert(e.addr, b);
+                Some(self.taken(old, &b))
             }
             Kind::HostFree => match self.host.remove(&e.addr) {
                 Some(b) => Some(self.add(&b, -1)),

@@ -260,3 +260,32 @@ fn totals_of_every_device_are_kept_and_listed_in_key_order() {
     assert_eq!(b.held(6, Owner::TorchGraphPool, MemKind::Device), 0);
     assert_eq!(b.totals().count(), want.len() - 2);
 }
+
+/// Pinned host memory taken again at an address whose free was never seen: the old block is
+/// gone, as for device memory (it was counted forever).
+#[test]
+fn host_memory_taken_again_at_a_live_address_replaces_it() {
+    let mut b = LiveBooks::new();
+    let host = |kind: Kind, size: u64| {
+        let mut e = ev(kind, 0x7_0000, size, 0, Owner::Torch);
+        e.device = -1;
+        e.mem = MemKind::HostPinned as u8;
+        e
+    };
+    assert_eq!(
+        b.apply(&host(Kind::HostAlloc, 4 << 20)).map(|d| d.bytes),
+        Some(4 << 20)
+    );
+    // One change: +8 MiB for the new block, −4 MiB for the one it replaced.
+    assert_eq!(
+        b.apply(&host(Kind::HostAlloc, 8 << 20)).map(|d| d.bytes),
+        Some(4 << 20)
+    );
+    assert_eq!(b.unknown_frees, 1);
+    assert_eq!(b.held(-1, Owner::Torch, MemKind::HostPinned), 8 << 20);
+    assert_eq!(
+        b.apply(&host(Kind::HostFree, 0)).map(|d| d.bytes),
+        Some(-(8 << 20))
+    );
+    assert_eq!(b.held(-1, Owner::Torch, MemKind::HostPinned), 0);
+}
