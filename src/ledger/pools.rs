@@ -137,7 +137,17 @@ impl Pass {
                 };
                 self.moved(d.device, key, d.bytes, if alloc { 1 } else { -1 });
             }
-            Some(Kind::VmmCreate) if e.mem() == MemKind::Device && e.handle != 0 => {
+            Some(k @ (Kind::VmmCreate | Kind::VmmImport)) if e.handle != 0 => {
+                // A handle made again without its release: the books drop the old memory
+                // first (whatever the new one is), and so does its pool.
+                if let Some(old) = self.handles.remove(&e.handle) {
+                    if torchs(old.owner) {
+                        self.moved(old.device, old.key, -(signed(old.size)), -1);
+                    }
+                }
+                if k != Kind::VmmCreate || e.mem() != MemKind::Device {
+                    return;
+                }
                 let p = Piece {
                     device: e.device,
                     size: e.size,
@@ -145,17 +155,10 @@ impl Pass {
                     key: pool_of(e, named),
                     module: e.module,
                 };
-                let (owner, device, key, size) = (p.owner, p.device, p.key, p.size);
-                // A handle made again without its release: the books drop the old memory
-                // first, and so does its pool.
-                if let Some(old) = self.handles.insert(e.handle, p) {
-                    if torchs(old.owner) {
-                        self.moved(old.device, old.key, -(signed(old.size)), -1);
-                    }
+                if torchs(p.owner) {
+                    self.moved(p.device, p.key, signed(p.size), 1);
                 }
-                if torchs(owner) {
-                    self.moved(device, key, signed(size), 1);
-                }
+                self.handles.insert(e.handle, p);
             }
             // A handle's memory is gone when the books say so (its last release or unmap).
             Some(Kind::VmmRelease | Kind::VmmUnmap | Kind::IpcClose) => {

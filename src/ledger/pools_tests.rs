@@ -287,7 +287,19 @@ fn vmm_pools_follow_the_live_books_in_any_order() {
             let e = match rnd(7) {
                 0 | 1 => {
                     let owner = [Owner::Torch, Owner::TorchGraphPool, Owner::Nccl][rnd(3) as usize];
-                    let mut c = ev(Kind::VmmCreate, 0, (1 + rnd(4)) * 2 * MIB, owner);
+                    // Now and then pinned host memory, or a peer's memory imported (mapped at once).
+                    let kind = [
+                        Kind::VmmCreate,
+                        Kind::VmmCreate,
+                        Kind::VmmCreate,
+                        Kind::VmmImport,
+                    ][rnd(4) as usize];
+                    let mut c = ev(kind, 0, (1 + rnd(4)) * 2 * MIB, owner);
+                    if kind == Kind::VmmImport {
+                        c.addr = base + slot * 8 * MIB;
+                    } else if rnd(4) == 0 {
+                        c.mem = MemKind::HostPinned as u8;
+                    }
                     c.handle = h;
                     c
                 }
