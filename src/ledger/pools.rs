@@ -97,6 +97,15 @@ impl Pass {
         slot.2 = slot.2.saturating_add_signed(blocks);
     }
 
+    /// VMM handle `h`'s memory is gone: out of its pool.
+    fn let_go(&mut self, h: u64) {
+        if let Some(p) = self.handles.remove(&h) {
+            if torchs(p.owner) {
+                self.moved(p.device, p.key, -(signed(p.size)), -1);
+            }
+        }
+    }
+
     /// The entry of `(device, key)` in `held`, made when it has none.
     #[inline(never)]
     fn find_held(&mut self, device: i32, key: PoolKey) -> usize {
@@ -140,11 +149,7 @@ impl Pass {
             Some(k @ (Kind::VmmCreate | Kind::VmmImport)) if e.handle != 0 => {
                 // A handle made again without its release: the books drop the old memory
                 // first (whatever the new one is), and so does its pool.
-                if let Some(old) = self.handles.remove(&e.handle) {
-                    if torchs(old.owner) {
-                        self.moved(old.device, old.key, -(signed(old.size)), -1);
-                    }
-                }
+                self.let_go(e.handle);
                 if k != Kind::VmmCreate || e.mem() != MemKind::Device {
                     return;
                 }
@@ -163,11 +168,7 @@ impl Pass {
             // A handle's memory is gone when the books say so (its last release or unmap).
             Some(Kind::VmmRelease | Kind::VmmUnmap | Kind::IpcClose) => {
                 for &h in r.books.dropped() {
-                    if let Some(p) = self.handles.remove(&h) {
-                        if torchs(p.owner) {
-                            self.moved(p.device, p.key, -(signed(p.size)), -1);
-                        }
-                    }
+                    self.let_go(h);
                 }
             }
             _ => {}

@@ -367,9 +367,9 @@ mod simd {
                 _mm_testz_si128(any, any) == 0 || (!ENDED && tail(bytes))
             };
         }
-        // SAFETY (caller): AVX2. Every load reads 32 bytes at an offset `at` with
-        // `at + 2 + 32 <= len` (checked below): inside `bytes`; the tables are 16-byte rows of
-        // an aligned line.
+        // Every load reads 32 bytes at an offset `at` with `at + 2 + 32 <= len` (checked
+        // below): inside `bytes`; the tables are 16-byte rows of an aligned line.
+        // SAFETY (caller): AVX2; the bounds as just said.
         unsafe {
             let t = Tables::load();
             let p = bytes.as_ptr();
