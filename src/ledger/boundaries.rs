@@ -27,7 +27,7 @@ use crate::journal::Journal;
 
 #[path = "rising.rs"]
 mod rising;
-use rising::Rising;
+use rising::{Found, Rising};
 
 /// What set a stage boundary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,9 +170,25 @@ pub struct Scan {
     /// `weight_load` before it (so its rising times are kept).
     opens_dist_init: bool,
     keeps_times: bool,
+    /// A lookback needed rising times a bounded scan did not keep ([`Scan::lost`]).
+    lost: bool,
 }
 
 impl Scan {
+    /// A scan that keeps only the first of each stage's rising times ([`Rising::bounded`]):
+    /// when [`Scan::lost`] says a lookback needed more, walk again with [`Scan::default`].
+    pub fn bounded() -> Scan {
+        Scan {
+            rising: Rising::bounded(),
+            ..Scan::default()
+        }
+    }
+
+    /// Whether a boundary may be missing or misplaced because this scan was bounded.
+    pub fn lost(&self) -> bool {
+        self.lost
+    }
+
     fn current(&self) -> &StageBoundary {
         &self.out[self.out.len() - 1]
     }
@@ -226,7 +242,7 @@ impl Scan {
     /// vLLM's "Model loading took X GiB and T seconds" on a record at `t_ns`, in a stage that
     /// is not `weight_load`: the record where loading began, T seconds earlier (after the
     /// current stage's first record).
-    fn load_begin(&self, t_ns: u64, line: &str) -> Option<StageBoundary> {
+    fn load_begin(&mut self, t_ns: u64, line: &str) -> Option<StageBoundary> {
         let b = log::classify(line)?;
         if b.engine != log::Engine::Vllm || b.event != ev::LOAD_MODEL_END {
             return None;
@@ -238,7 +254,14 @@ impl Scan {
         }
         let target = t_ns.saturating_sub((took * 1e9) as u64);
         // The stage starts at that instant; its first record is the first one at or after it.
-        let (k, t_k) = self.rising.first_at_or_after(target)?;
+        let (k, t_k) = match self.rising.first_at_or_after(target) {
+            Found::At(k, t_k) => (k, t_k),
+            Found::None => return None,
+            Found::Lost => {
+                self.lost = true;
+                return None;
+            }
+        };
         Some(derived(
             st::WEIGHT_LOAD,
             (k, target.max(self.current_t), t_k),

@@ -339,12 +339,61 @@ fn the_rising_times_find_the_first_record_at_or_after_any_instant() {
     }
     assert_eq!(r.first, kept.first().copied());
     for &(i, at) in kept.iter().step_by(37) {
-        assert_eq!(r.first_at_or_after(at), Some((i, at)));
+        assert_eq!(r.first_at_or_after(at), Found::At(i, at));
         let want = kept
             .iter()
             .copied()
-            .find(|&(_, kt)| kt >= at.saturating_sub(1));
+            .find(|&(_, kt)| kt >= at.saturating_sub(1))
+            .map_or(Found::None, |(i, t)| Found::At(i, t));
         assert_eq!(r.first_at_or_after(at.saturating_sub(1)), want);
     }
-    assert_eq!(r.first_at_or_after(t + 1), None);
+    assert_eq!(r.first_at_or_after(t + 1), Found::None);
+}
+
+/// A journal whose `dist_init` stage holds `records` allocations before vLLM's loading line,
+/// which says loading took `took_s`.
+fn long_stage_then_loaded(records: u64, took_s: f64) -> J {
+    let mut j = J::new();
+    j.line(
+        "dist_init",
+        "world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://x:1 backend=nccl",
+    );
+    for k in 0..records {
+        j.alloc((1 << 40) + k * 2 * MIB, 2 * MIB, Owner::Torch);
+    }
+    let loaded = format!(
+        "(EngineCore pid=1) INFO 12-01 09:43:29 [model_runner.py:305] Model loading took 15.0 GiB and {took_s:.6} seconds"
+    );
+    j.line("memory_profiling", &loaded);
+    j
+}
+
+#[test]
+fn a_bounded_scan_that_loses_a_lookback_is_walked_again_whole() {
+    use crate::ledger::index::Index;
+    let bounded = |j: &J| {
+        let mut s = Scan::bounded();
+        for (i, e) in j.events.iter().enumerate() {
+            s.step(i, e);
+        }
+        s.lost()
+    };
+    // 200,000 records 1 µs apart (2 bytes of rising times each): a bounded scan keeps the
+    // first 65,536. Loading began 10 ms (10,000 records) before the line: past what it kept.
+    let late = long_stage_then_loaded(200_000, 0.010);
+    assert!(
+        bounded(&late),
+        "the lookback must fall past the bounded part"
+    );
+    let b = derive(&late.journal());
+    assert_eq!(Index::scan(&late.journal()).boundaries, b);
+    let line = late.events.len() - 1;
+    assert_eq!(b[2].name, "weight_load");
+    assert_eq!(b[2].index, line - 10_000);
+    // Loading began 190 ms before the line: inside the kept part, no second walk needed.
+    let early = long_stage_then_loaded(200_000, 0.190);
+    assert!(!bounded(&early));
+    let b = derive(&early.journal());
+    assert_eq!(Index::scan(&early.journal()).boundaries, b);
+    assert_eq!(b[2].index, early.events.len() - 1 - 190_000);
 }

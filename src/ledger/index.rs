@@ -60,8 +60,18 @@ pub struct Index {
 }
 
 impl Index {
-    /// Walks `r` once.
+    /// Walks `r` once (twice in the rare journal whose lookback needs more of a stage's
+    /// rising times than a bounded scan keeps: [`Scan::bounded`]).
     pub fn scan<R: Records>(r: &R) -> Index {
+        match Index::scan_with(r, Scan::bounded()) {
+            (x, false) => x,
+            (_, true) => Index::scan_with(r, Scan::default()).0,
+        }
+    }
+
+    /// One walk of `r` with `scan`, and whether the scan lost a boundary ([`Scan::lost`]:
+    /// never an unbounded one).
+    fn scan_with<R: Records>(r: &R, scan: Scan) -> (Index, bool) {
         let known = r.modules();
         let mut w = Walk {
             x: Index {
@@ -69,7 +79,7 @@ impl Index {
                 ..Index::default()
             },
             known: known.is_some(),
-            scan: Scan::default(),
+            scan,
             i: 0,
             min_t: u64::MAX,
             max_t: 0,
@@ -89,11 +99,12 @@ impl Index {
             max_t,
             ..
         } = w;
+        let lost = scan.lost();
         x.records = i;
         x.min_t = (min_t != u64::MAX).then_some(min_t);
         x.max_t = (i > 0).then_some(max_t);
         x.boundaries = scan.finish();
-        x
+        (x, lost)
     }
 
     /// Record `i`'s time `t` in the time range.

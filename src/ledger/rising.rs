@@ -5,17 +5,58 @@
 /// varint deltas: the time's step doubled, plus one when the index steps by more than one
 /// record (its step follows then). Mostly 2 bytes a record: a stage of 10^7 records costs
 /// ~20 MB, not 160.
-#[derive(Default)]
+///
+/// [`Rising::bounded`] keeps only a stage's first [`BOUNDED`] bytes of them: the line that
+/// looks back (vLLM's loading time) comes early in its stage, and a walk that keeps less
+/// costs less. A lookup past what was kept says so ([`Found::Lost`]); the caller then
+/// walks again keeping everything.
 pub(super) struct Rising {
     bytes: Vec<u8>,
     pub(super) first: Option<(usize, u64)>,
     last: (usize, u64),
+    /// Bytes kept at most; `full` once they were reached (nothing more is kept).
+    cap: usize,
+    full: bool,
+}
+
+/// Bytes a bounded [`Rising`] keeps of one stage (64k-128k records).
+pub(super) const BOUNDED: usize = 128 << 10;
+
+/// What [`Rising::first_at_or_after`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Found {
+    At(usize, u64),
+    /// No record kept is at or after the instant, and none was left out.
+    None,
+    /// The answer is among the records a bounded one left out.
+    Lost,
+}
+
+impl Default for Rising {
+    fn default() -> Rising {
+        Rising {
+            bytes: Vec::new(),
+            first: None,
+            last: (0, 0),
+            cap: usize::MAX,
+            full: false,
+        }
+    }
 }
 
 impl Rising {
+    /// One that keeps only a stage's first [`BOUNDED`] bytes.
+    pub(super) fn bounded() -> Rising {
+        Rising {
+            cap: BOUNDED,
+            ..Rising::default()
+        }
+    }
+
     pub(super) fn clear(&mut self) {
         self.bytes.clear();
         self.first = None;
+        self.full = false;
     }
 
     /// Appends a record `di` after the last one, `dt` later.
@@ -30,12 +71,13 @@ impl Rising {
                 self.bytes
                     .extend_from_slice(&[head as u8 | 0x80, (head >> 7) as u8]);
             }
-            return;
+        } else {
+            self.put_varint(head);
+            if di != 1 {
+                self.put_varint(di as u128);
+            }
         }
-        self.put_varint(head);
-        if di != 1 {
-            self.put_varint(di as u128);
-        }
+        self.full = self.bytes.len() >= self.cap;
     }
 
     #[cold]
@@ -49,6 +91,9 @@ impl Rising {
 
     #[inline(always)]
     pub(super) fn offer(&mut self, i: usize, t: u64) {
+        if self.full {
+            return;
+        }
         match self.first {
             None => self.first = Some((i, t)),
             Some(_) if t > self.last.1 => self.put((i - self.last.0) as u64, t - self.last.1),
@@ -58,8 +103,10 @@ impl Rising {
     }
 
     /// The first record kept whose time is at or after `target`: index and time.
-    pub(super) fn first_at_or_after(&self, target: u64) -> Option<(usize, u64)> {
-        let (mut i, mut t) = self.first?;
+    pub(super) fn first_at_or_after(&self, target: u64) -> Found {
+        let Some((mut i, mut t)) = self.first else {
+            return Found::None;
+        };
         let mut at = 0;
         let get = |at: &mut usize| {
             let mut v = 0u128;
@@ -78,7 +125,7 @@ impl Rising {
         };
         while t < target {
             if at >= self.bytes.len() {
-                return None;
+                return if self.full { Found::Lost } else { Found::None };
             }
             let head = get(&mut at);
             let di = if head & 1 == 1 {
@@ -89,6 +136,6 @@ impl Rising {
             i += di;
             t += (head >> 1) as u64;
         }
-        Some((i, t))
+        Found::At(i, t)
     }
 }
