@@ -65,10 +65,23 @@ pub(crate) fn keep(j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
     ControlFlow::Continue(())
 }
 
+/// A template id's definition, if any, and whether its records may be offered briefly
+/// ([`briefable`], decided once per definition, not per record).
+#[derive(Debug, Clone, Copy, Default)]
+struct Defined {
+    t: Template,
+    state: u8,
+}
+
+/// [`Defined::state`]: no definition; defined; defined and briefable.
+const UNDEFINED: u8 = 0;
+const DEFINED: u8 = 1;
+const BRIEFABLE: u8 = 2;
+
 /// Records into events: the templates defined so far and the time base of compact records.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Decoder {
-    templates: Vec<Option<Template>>,
+    templates: Vec<Defined>,
     base: u64,
     pub header_seen: bool,
     /// Compact records whose template was never defined (lost in flight with it).
@@ -144,11 +157,16 @@ impl Decoder {
         base: usize,
         sink: &mut S,
     ) -> ControlFlow<()> {
-        let Some(Some(t)) = self.templates.get(template as usize) else {
+        let Some(d) = self
+            .templates
+            .get(template as usize)
+            .filter(|d| d.state != UNDEFINED)
+        else {
             self.orphan(j, base + at);
             return ControlFlow::Continue(());
         };
-        if briefable(t) {
+        let t = &d.t;
+        if d.state == BRIEFABLE {
             let t_ns = self.base.wrapping_add(t_rel);
             if let Some(flow) = sink.brief(t.kind, t_ns) {
                 return flow;
@@ -229,9 +247,10 @@ impl Decoder {
                 {
                     let id = id as usize;
                     if self.templates.len() <= id {
-                        self.templates.resize(id + 1, None);
+                        self.templates.resize(id + 1, Defined::default());
                     }
-                    self.templates[id] = Some(t);
+                    let state = if briefable(&t) { BRIEFABLE } else { DEFINED };
+                    self.templates[id] = Defined { t, state };
                 }
                 _ => {
                     j.corrupt = true;

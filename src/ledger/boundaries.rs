@@ -172,6 +172,9 @@ pub struct Scan {
     keeps_times: bool,
     /// A lookback needed rising times a bounded scan did not keep ([`Scan::lost`]).
     lost: bool,
+    /// Only a record that may set a boundary can change anything but the rising times
+    /// ([`Scan::quiet`]); false until the first record was taken whole.
+    quiet: bool,
 }
 
 impl Scan {
@@ -303,6 +306,36 @@ impl Scan {
         if self.keeps_times {
             self.rising.offer(i, t_ns);
         }
+        self.quiet = self.is_quiet();
+    }
+
+    /// Whether a record that is not a stage or capture record changes nothing here but the
+    /// rising times ([`Scan::step_quiet`] takes it): no opening is pending, an NCCL event
+    /// cannot open `dist_init`, and no capture end waits for the time of the record after it.
+    #[inline(always)]
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+
+    fn is_quiet(&self) -> bool {
+        !self.out.is_empty()
+            && !self.opens_dist_init
+            && !matches!(self.last_capture_end, Some((_, None)))
+    }
+
+    /// Takes record `i`, at `t_ns`, while [`Scan::quiet`], when it is not a stage or capture
+    /// record (the index's common case: most records). Records taken so far are then told
+    /// [`Scan::walked`] before [`Scan::finish`].
+    #[inline(always)]
+    pub fn step_quiet(&mut self, i: usize, t_ns: u64) {
+        if self.keeps_times {
+            self.rising.offer(i, t_ns);
+        }
+    }
+
+    /// `records` were taken (some by [`Scan::step_quiet`], which does not count them).
+    pub fn walked(&mut self, records: usize) {
+        self.seen = self.seen.max(records);
     }
 
     /// [`Scan::step`] for a record whose kind the caller has read.
@@ -332,11 +365,10 @@ impl Scan {
         if at_i {
             self.rising.clear();
             self.current_t = e.t_ns;
-            return;
-        }
-        if self.keeps_times {
+        } else if self.keeps_times {
             self.rising.offer(i, e.t_ns);
         }
+        self.quiet = self.is_quiet();
     }
 
     fn rules(&mut self, i: usize, e: &Event, kind: Option<Kind>) {

@@ -15,22 +15,33 @@ use super::records::{Offer, Records};
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: i32 = 2;
 
-/// Whether the index reads nothing of a record of `kind` but its time (the kinds [`Index::scan`]
-/// matches on are the others).
-#[inline]
-fn times_only(kind: Option<Kind>) -> bool {
-    !matches!(
-        kind,
-        Some(
-            Kind::Stage
-                | Kind::Module
-                | Kind::PoolEnd
-                | Kind::PoolBegin
-                | Kind::PoolHooks
-                | Kind::TorchSegment
-                | Kind::AllocFailed
-        )
-    )
+/// Whether the index reads nothing of a record of kind tag `kind` but its time, by tag
+/// (tags past the table included: nothing matches on them). The others are the kinds
+/// [`Walk::whole`] matches on, and stage and capture records, which may set a boundary.
+const TIMES_ONLY: [bool; 128] = {
+    let whole = [
+        Kind::Stage,
+        Kind::CaptureBegin,
+        Kind::CaptureEnd,
+        Kind::Module,
+        Kind::PoolEnd,
+        Kind::PoolBegin,
+        Kind::PoolHooks,
+        Kind::TorchSegment,
+        Kind::AllocFailed,
+    ];
+    let mut t = [true; 128];
+    let mut k = 0;
+    while k < whole.len() {
+        t[whole[k] as usize] = false;
+        k += 1;
+    }
+    t
+};
+
+#[inline(always)]
+fn times_only(kind: u16) -> bool {
+    TIMES_ONLY.get(kind as usize).copied().unwrap_or(true)
 }
 
 /// What the first walk learned.
@@ -81,6 +92,7 @@ impl Index {
             known: known.is_some(),
             scan,
             i: 0,
+            last_t: 0,
             min_t: u64::MAX,
             max_t: 0,
         };
@@ -93,31 +105,21 @@ impl Index {
         );
         let Walk {
             mut x,
-            scan,
+            mut scan,
             i,
+            last_t,
             min_t,
             max_t,
             ..
         } = w;
         let lost = scan.lost();
+        scan.walked(i);
         x.records = i;
+        x.last_t = (i > 0).then_some(last_t);
         x.min_t = (min_t != u64::MAX).then_some(min_t);
         x.max_t = (i > 0).then_some(max_t);
         x.boundaries = scan.finish();
         (x, lost)
-    }
-
-    /// Record `i`'s time `t` in the time range.
-    #[inline(always)]
-    fn times(&mut self, i: usize, t: u64, min_t: &mut u64, max_t: &mut u64) {
-        if i == 0 {
-            self.first_t = Some(t);
-        }
-        self.last_t = Some(t);
-        if t > 0 {
-            *min_t = (*min_t).min(t);
-        }
-        *max_t = (*max_t).max(t);
     }
 
     /// The module file name of id `id` (empty when unknown).
@@ -152,6 +154,8 @@ struct Walk {
     scan: Scan,
     /// Records walked.
     i: usize,
+    /// The last record's time; the lowest non-zero and the highest time so far.
+    last_t: u64,
     min_t: u64,
     max_t: u64,
 }
@@ -162,22 +166,35 @@ impl Walk {
     /// inlines into the decoding loop.
     #[inline(always)]
     fn brief(&mut self, kind: u16, t_ns: u64) -> Option<ControlFlow<()>> {
-        let kind = Kind::from_repr(kind);
-        if self.scan.may_set(kind) || !times_only(kind) {
+        if !times_only(kind) || !self.scan.quiet() {
             return None;
         }
-        self.scan.step_time(self.i, t_ns);
-        self.x.times(self.i, t_ns, &mut self.min_t, &mut self.max_t);
+        // Not the first record: the scan is quiet only after one was taken whole.
+        self.scan.step_quiet(self.i, t_ns);
+        self.times(t_ns);
         self.i += 1;
         Some(ControlFlow::Continue(()))
+    }
+
+    /// A record's time `t` in the time range (branch-free: times of neighbours are a few µs
+    /// out of order at random).
+    #[inline(always)]
+    fn times(&mut self, t: u64) {
+        self.last_t = t;
+        self.min_t = self.min_t.min(if t > 0 { t } else { u64::MAX });
+        self.max_t = self.max_t.max(t);
     }
 
     /// A record's event.
     #[inline(never)]
     fn whole(&mut self, e: &Event) -> ControlFlow<()> {
-        let (x, i, kind) = (&mut self.x, self.i, e.kind());
+        let (i, kind) = (self.i, e.kind());
         self.scan.step_kind(i, e, kind);
-        x.times(i, e.t_ns, &mut self.min_t, &mut self.max_t);
+        self.times(e.t_ns);
+        let x = &mut self.x;
+        if i == 0 {
+            x.first_t = Some(e.t_ns);
+        }
         match kind {
             Some(Kind::Alloc | Kind::Free) => {}
             Some(Kind::Stage) => x.rank.stage(e),
