@@ -176,6 +176,20 @@ pub const fn len_of(m: u8) -> usize {
     FIXED + 8 * (m & mask::WORDS).count_ones() as usize
 }
 
+const _: () = assert!(mask::KNOWN == 0x7f, "LEN_OF holds the known masks");
+
+/// [`len_of`] of every mask below 128, looked up (a reader's loop: `count_ones` is not one
+/// instruction on every x86-64).
+const LEN_OF: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut m = 0;
+    while m < 128 {
+        t[m] = len_of(m as u8) as u8;
+        m += 1;
+    }
+    t
+};
+
 /// `t_rel` of `e` against `base`, when a compact record can hold `e` at all.
 #[inline]
 pub fn t_rel(e: &Event, base: u64) -> Option<u64> {
@@ -256,20 +270,28 @@ impl<'a> Raw<'a> {
     /// The compact record at `bytes[at..]`, when it is whole there and its mask is known.
     #[inline(always)]
     pub fn at(bytes: &'a [u8], at: usize) -> Option<Raw<'a>> {
-        let fixed: &[u8; FIXED] = bytes.get(at..at.checked_add(FIXED)?)?.try_into().ok()?;
+        // One bounds check for nearly every record (those a largest record's length or more
+        // before the end); the ones near the end take the same steps on a shorter slice.
+        // (Past usize::MAX the range wraps below `at`, and `get` says no.)
+        match bytes.get(at..at.wrapping_add(MAX_LEN)) {
+            Some(whole) => Raw::within(whole),
+            None => Raw::within(bytes.get(at..)?),
+        }
+    }
+
+    #[inline(always)]
+    fn within(rec: &'a [u8]) -> Option<Raw<'a>> {
+        let fixed: &[u8; FIXED] = rec.get(..FIXED)?.try_into().ok()?;
         let w0 = u64::from_le_bytes(fixed[0..8].try_into().ok()?);
         let head = u32::from_le_bytes(fixed[8..12].try_into().ok()?);
         let m = (head >> 24) as u8;
-        if m & !mask::KNOWN != 0 {
-            return None;
-        }
-        let words = bytes.get(at + FIXED..at + len_of(m))?;
+        let len = *LEN_OF.get(m as usize)? as usize;
         Some(Raw {
             t_rel: w0 >> 8,
             template: head & MAX_TEMPLATE,
             mask: m,
             size_lo: u32::from_le_bytes(fixed[12..16].try_into().ok()?),
-            words,
+            words: rec.get(FIXED..len)?,
         })
     }
 
