@@ -148,6 +148,25 @@ pub fn avx2() -> bool {
     simd::level() == 1
 }
 
+/// Whether the CPU has AVX-512BW (then [`line_may_match_avx512`] may be called). Asked where
+/// `write` picks its route, once.
+#[cfg(target_arch = "x86_64")]
+pub fn avx512() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+}
+
+/// [`line_may_match_avx2`] in 64-byte windows ([`avx512`]), to be inlined the same way.
+///
+/// # Safety
+/// The CPU has AVX-512BW ([`avx512`]); called from a function compiled with it.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub unsafe fn line_may_match_avx512(bytes: &[u8]) -> bool {
+    debug_assert!(ends_line(bytes));
+    // SAFETY: AVX-512BW (the caller's contract).
+    unsafe { avx512::head(bytes) && log::may_match(bytes) }
+}
+
 /// [`may_match`] for a line that ends with a line end (the caller has checked:
 /// [`ends_line`]), on a CPU with AVX2, to be inlined into a caller compiled for it: a
 /// `#[target_feature]` function cannot be forced inline, this one (without the attribute) is,
@@ -207,6 +226,9 @@ fn scalar_candidates(bytes: &[u8]) -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(target_arch = "x86_64")]
 mod simd {
     use std::arch::x86_64::*;
     use std::sync::atomic::{AtomicU8, Ordering};
@@ -260,9 +282,9 @@ mod simd {
     /// within halves). The compiler folds the broadcasts into 32-byte constants of its own;
     /// forcing 16-byte loads from this one cache line measured the same (BENCHMARKS.md).
     #[repr(C, align(64))]
-    struct Line([[u8; 16]; 4]);
+    pub(super) struct Line(pub(super) [[u8; 16]; 4]);
 
-    static LINE: Line = {
+    pub(super) static LINE: Line = {
         assert!(!LOW_ONLY[0] && LOW_ONLY[1] && LOW_ONLY[2] && !WILD[0] && !WILD[1]);
         Line([TABLES[0][0], TABLES[0][1], TABLES[1][0], TABLES[2][0]])
     };
@@ -394,7 +416,7 @@ mod simd {
     /// The last two positions of a line, whose windows run past its end (bytes there read as
     /// 0): two lookups each in the combined tables.
     #[inline(always)]
-    fn tail(bytes: &[u8]) -> bool {
+    pub(super) fn tail(bytes: &[u8]) -> bool {
         let [.., a, b] = *bytes else {
             return false;
         };

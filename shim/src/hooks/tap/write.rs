@@ -41,11 +41,13 @@ fn find_real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 }
 
 /// Where the interposed `write` goes on x86-64: 0 not known yet ([`write_plain`], which sets
-/// it), [`TO_AVX2`] ([`write_avx2`]), [`TO_PLAIN`], [`TO_LIBC`] (the tap is off and libc's
-/// `write` is known: straight there).
+/// it), [`TO_AVX512`] ([`write_avx512`]), [`TO_AVX2`] ([`write_avx2`]), [`TO_PLAIN`],
+/// [`TO_LIBC`] (the tap is off and libc's `write` is known: straight there).
 static ROUTE: AtomicU8 = AtomicU8::new(0);
 #[cfg(target_arch = "x86_64")]
 const TO_AVX2: u8 = 1;
+#[cfg(target_arch = "x86_64")]
+const TO_AVX512: u8 = 4;
 #[cfg(target_arch = "x86_64")]
 const TO_PLAIN: u8 = 2;
 const TO_LIBC: u8 = 3;
@@ -69,6 +71,8 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
     // `ROUTE` says `TO_LIBC` (`route_off`), and never changes once set.
     std::arch::naked_asm!(
         "movzx eax, byte ptr [rip + {route}]",
+        "cmp eax, {to_avx512}",
+        "je {avx512}",
         "cmp eax, {to_avx2}",
         "je {avx2}",
         "cmp eax, {to_libc}",
@@ -76,8 +80,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
         "jmp qword ptr [rip + {real}]",
         route = sym ROUTE,
         real = sym REAL_WRITE,
+        to_avx512 = const TO_AVX512,
         to_avx2 = const TO_AVX2,
         to_libc = const TO_LIBC,
+        avx512 = sym write_avx512,
         avx2 = sym write_avx2,
         plain = sym write_plain,
     )
@@ -90,6 +96,17 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
     unsafe { write_plain(fd, buf, count) }
 }
 
+/// [`write`] with the AVX-512BW filter inlined.
+///
+/// # Safety
+/// The CPU has AVX-512BW; the caller's arguments of `write`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe extern "C" fn write_avx512(fd: c_int, buf: *const c_void, count: usize) -> isize {
+    // SAFETY: the caller's own arguments; the CPU has AVX-512BW (this function's contract).
+    unsafe { write_then::<AVX512>(fd, buf, count) }
+}
+
 /// [`write`] with the AVX2 filter inlined.
 ///
 /// # Safety
@@ -98,7 +115,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
 #[target_feature(enable = "avx2")]
 unsafe extern "C" fn write_avx2(fd: c_int, buf: *const c_void, count: usize) -> isize {
     // SAFETY: the caller's own arguments; the CPU has AVX2 (this function's contract).
-    unsafe { write_then::<true>(fd, buf, count) }
+    unsafe { write_then::<AVX2>(fd, buf, count) }
 }
 
 /// [`write`] with the portable filter; the CPU is asked here, the first time.
@@ -109,22 +126,36 @@ unsafe extern "C" fn write_avx2(fd: c_int, buf: *const c_void, count: usize) -> 
 unsafe extern "C" fn write_plain(fd: c_int, buf: *const c_void, count: usize) -> isize {
     #[cfg(target_arch = "x86_64")]
     {
-        let avx2 = tap_filter::avx2();
+        let (avx512, avx2) = (tap_filter::avx512(), tap_filter::avx2());
         // Only from "not known": the tap may have turned off meanwhile (`route_off`).
-        let to = if avx2 { TO_AVX2 } else { TO_PLAIN };
+        let to = match (avx512, avx2) {
+            (true, _) => TO_AVX512,
+            (_, true) => TO_AVX2,
+            _ => TO_PLAIN,
+        };
         let _ = ROUTE.compare_exchange(0, to, Ordering::AcqRel, Ordering::Relaxed);
+        if avx512 {
+            // SAFETY: the CPU has AVX-512BW (asked just above); the caller's own arguments.
+            return unsafe { write_avx512(fd, buf, count) };
+        }
         if avx2 {
             // SAFETY: the CPU has AVX2 (asked just above); the caller's own arguments.
             return unsafe { write_avx2(fd, buf, count) };
         }
     }
     // SAFETY: the caller's own arguments.
-    unsafe { write_then::<false>(fd, buf, count) }
+    unsafe { write_then::<PLAIN>(fd, buf, count) }
 }
 
-/// The real `write`, then the tap on the bytes it took. `AVX2` only inside [`write_avx2`].
+/// Which filter [`write_then`] inlines: each vector one only inside the function compiled for
+/// it ([`write_avx512`], [`write_avx2`]).
+const PLAIN: u8 = 0;
+const AVX2: u8 = 1;
+const AVX512: u8 = 2;
+
+/// The real `write`, then the tap on the bytes it took, with the filter `F`.
 #[inline(always)]
-unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usize) -> isize {
+unsafe fn write_then<const F: u8>(fd: c_int, buf: *const c_void, count: usize) -> isize {
     let Some(f) = real_write() else {
         // SAFETY: errno is thread-local; EIO says the write did not happen.
         unsafe { *libc::__errno_location() = libc::EIO };
@@ -140,7 +171,7 @@ unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usi
         if quick & fd as u8 != 0 {
             // A whole line, nothing pending, grammar only: the prefilter alone decides.
             // (`observe` would do the same, with more loads and branches.)
-            if tap_filter::ends_line(bytes) && !line_may_match::<AVX2>(bytes) {
+            if tap_filter::ends_line(bytes) && !line_may_match::<F>(bytes) {
                 return rc;
             }
             observe(fd, bytes);
@@ -151,12 +182,17 @@ unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usi
     rc
 }
 
-/// The prefilter on a line that ends with a line end: the AVX2 one where `AVX2` (then only
-/// ever inlined into [`write_avx2`]).
+/// The prefilter on a line that ends with a line end, with the filter `F`.
 #[inline(always)]
-fn line_may_match<const AVX2: bool>(bytes: &[u8]) -> bool {
+fn line_may_match<const F: u8>(bytes: &[u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if AVX2 {
+    if F == AVX512 {
+        // SAFETY: `AVX512` only on the way from `write_avx512`, whose caller found AVX-512BW
+        // and which is compiled for it; the caller checked the line end.
+        return unsafe { tap_filter::line_may_match_avx512(bytes) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if F == AVX2 {
         // SAFETY: `AVX2` only on the way from `write_avx2`, whose caller found AVX2 and which
         // is compiled for it; the caller checked the line end.
         return unsafe { tap_filter::line_may_match_avx2(bytes) };
