@@ -290,7 +290,7 @@ mod simd {
     };
 
     /// The AVX2 tables in registers.
-    struct Tables {
+    pub(super) struct Tables {
         lo0: __m256i,
         hi0: __m256i,
         lo1: __m256i,
@@ -302,7 +302,7 @@ mod simd {
         /// # Safety
         /// AVX2, in a caller compiled for it (`avx2_body`).
         #[inline(always)]
-        unsafe fn load() -> Tables {
+        pub(super) unsafe fn load() -> Tables {
             // SAFETY (caller): AVX2; the rows are 16 aligned bytes each.
             unsafe {
                 let row = |i: usize| _mm_load_si128(LINE.0[i].as_ptr().cast());
@@ -342,7 +342,7 @@ mod simd {
         /// # Safety
         /// AVX2, in a caller compiled for it; `q .. q + 34` readable.
         #[inline(always)]
-        unsafe fn window(&self, q: *const u8) -> __m256i {
+        pub(super) unsafe fn window(&self, q: *const u8) -> __m256i {
             // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where no
             // anchor can have such a byte (positions 0 and 1: `WILD`), so the low nibble needs
             // no mask there; at positions 1 and 2 that is all the high nibble's table says.

@@ -101,7 +101,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
 /// # Safety
 /// The CPU has AVX-512BW; the caller's arguments of `write`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe extern "C" fn write_avx512(fd: c_int, buf: *const c_void, count: usize) -> isize {
     // SAFETY: the caller's own arguments; the CPU has AVX-512BW (this function's contract).
     unsafe { write_then::<AVX512>(fd, buf, count) }
