@@ -148,17 +148,19 @@ pub fn avx2() -> bool {
     simd::level() == 1
 }
 
-/// Whether the CPU has AVX-512BW (then [`line_may_match_avx512`] may be called). Asked where
-/// `write` picks its route, once.
+/// Whether the CPU has AVX-512BW and VL (then [`line_may_match_avx512`] may be called, from a
+/// function compiled for both). Asked where `write` picks its route.
 #[cfg(target_arch = "x86_64")]
 pub fn avx512() -> bool {
-    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+    std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
 }
 
 /// [`line_may_match_avx2`] in 64-byte windows ([`avx512`]), to be inlined the same way.
 ///
 /// # Safety
-/// The CPU has AVX-512BW ([`avx512`]); called from a function compiled with it.
+/// The CPU has AVX-512BW and VL ([`avx512`]); called from a function compiled with them.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub unsafe fn line_may_match_avx512(bytes: &[u8]) -> bool {

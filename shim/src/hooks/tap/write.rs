@@ -3,13 +3,13 @@
 //! `write`'s common path (a whole line on fd 1 or 2, nothing pending, grammar only, a line the
 //! prefilter rejects) is what every server write before serving pays, right after a system
 //! call, when little of the tap's code and state is warm. So it is kept short: the prefilter's
-//! instructions are chosen before the call (on x86-64 by [`ROUTE`], a compare and a jump), the
-//! state is one load ([`QUICK`]), and the AVX2 filter is inlined into the one function that
-//! runs after the call. Anything else goes to [`observe`], which decides as before. Once the
+//! instructions are chosen before the call (on x86-64 by [`ROUTE`], one indirect jump), the
+//! state is one load ([`QUICK`]), and the vector filter (AVX-512 or AVX2) is inlined into the
+//! one function that runs after the call. Anything else goes to [`observe`], which decides as before. Once the
 //! tap is off (serving, or `VRAMLEDGER_TAP=0`), `write` is a jump to libc's.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use super::{observe, tap_filter, OFF, QUICK};
 use crate::real;
@@ -40,23 +40,18 @@ fn find_real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     p
 }
 
-/// Where the interposed `write` goes on x86-64: 0 not known yet ([`write_plain`], which sets
-/// it), [`TO_AVX512`] ([`write_avx512`]), [`TO_AVX2`] ([`write_avx2`]), [`TO_PLAIN`],
-/// [`TO_LIBC`] (the tap is off and libc's `write` is known: straight there).
-static ROUTE: AtomicU8 = AtomicU8::new(0);
-#[cfg(target_arch = "x86_64")]
-const TO_AVX2: u8 = 1;
-#[cfg(target_arch = "x86_64")]
-const TO_AVX512: u8 = 4;
-#[cfg(target_arch = "x86_64")]
-const TO_PLAIN: u8 = 2;
-const TO_LIBC: u8 = 3;
+/// Where the interposed `write` jumps on x86-64: [`write_plain`] until it has chosen the
+/// function for this CPU ([`write_avx512`], [`write_avx2`] or itself), libc's `write` once the
+/// tap is off. Each route is one indirect jump: no compare to pass, and one instruction is
+/// less likely to straddle a fetch block than a compare chain (the naked `write` cannot be
+/// aligned on stable Rust).
+static ROUTE: AtomicPtr<()> = AtomicPtr::new(write_plain as *mut ());
 
 /// The tap is off for good: `write` goes straight to libc's from now on (once that is known;
 /// else it keeps forwarding through [`write_plain`], which sees the tap off).
 pub(super) fn route_off() {
-    if real_write().is_some() {
-        ROUTE.store(TO_LIBC, Ordering::Release);
+    if let Some(f) = real_write() {
+        ROUTE.store(f as *mut (), Ordering::Release);
     }
 }
 
@@ -67,26 +62,8 @@ pub(super) fn route_off() {
 #[unsafe(naked)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
     // The arguments stay in their registers for the function jumped to, which has the same
-    // signature (eax is free: `write` takes no variable arguments). `REAL_WRITE` is set before
-    // `ROUTE` says `TO_LIBC` (`route_off`), and never changes once set.
-    std::arch::naked_asm!(
-        "movzx eax, byte ptr [rip + {route}]",
-        "cmp eax, {to_avx512}",
-        "je {avx512}",
-        "cmp eax, {to_avx2}",
-        "je {avx2}",
-        "cmp eax, {to_libc}",
-        "jne {plain}",
-        "jmp qword ptr [rip + {real}]",
-        route = sym ROUTE,
-        real = sym REAL_WRITE,
-        to_avx512 = const TO_AVX512,
-        to_avx2 = const TO_AVX2,
-        to_libc = const TO_LIBC,
-        avx512 = sym write_avx512,
-        avx2 = sym write_avx2,
-        plain = sym write_plain,
-    )
+    // signature. `ROUTE` only ever holds such a function.
+    std::arch::naked_asm!("jmp qword ptr [rip + {route}]", route = sym ROUTE)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -127,13 +104,15 @@ unsafe extern "C" fn write_plain(fd: c_int, buf: *const c_void, count: usize) ->
     #[cfg(target_arch = "x86_64")]
     {
         let (avx512, avx2) = (tap_filter::avx512(), tap_filter::avx2());
-        // Only from "not known": the tap may have turned off meanwhile (`route_off`).
-        let to = match (avx512, avx2) {
-            (true, _) => TO_AVX512,
-            (_, true) => TO_AVX2,
-            _ => TO_PLAIN,
+        // Only from `write_plain`: the tap may have turned off meanwhile (`route_off`).
+        let to: WriteFn = match (avx512, avx2) {
+            (true, _) => write_avx512,
+            (_, true) => write_avx2,
+            _ => write_plain,
         };
-        let _ = ROUTE.compare_exchange(0, to, Ordering::AcqRel, Ordering::Relaxed);
+        let plain: WriteFn = write_plain;
+        let (from, to) = (plain as *mut (), to as *mut ());
+        let _ = ROUTE.compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed);
         if avx512 {
             // SAFETY: the CPU has AVX-512BW (asked just above); the caller's own arguments.
             return unsafe { write_avx512(fd, buf, count) };
