@@ -16,7 +16,9 @@
 //! With AVX2: 32-byte windows from 34 bytes on, two 16-byte ones from 18 (shorter lines take
 //! the SSSE3 path, through a copy), and no scalar tail for a line that ends with a line end
 //! (no anchor can start at its last two bytes). `write` inlines this into its own AVX2 body
-//! ([`line_may_match_avx2`]); `writev` and stdio reach it through [`may_match`].
+//! ([`line_may_match_avx2`]), or, on a CPU with AVX-512BW and VL, the variant of `avx512.rs`
+//! (64-byte windows for long lines, masked loads for short ones: [`line_may_match_avx512`]);
+//! `writev` and stdio reach the AVX2 one through [`may_match`].
 
 use vramledger_engines::log;
 
