@@ -5,8 +5,8 @@
 //! call, when little of the tap's code and state is warm. So it is kept short: the prefilter's
 //! instructions are chosen before the call (on x86-64 by [`ROUTE`], one indirect jump), the
 //! state is one load ([`QUICK`]), and the vector filter (AVX-512 or AVX2) is inlined into the
-//! one function that runs after the call. Anything else goes to [`observe`], which decides as before. Once the
-//! tap is off (serving, or `VRAMLEDGER_TAP=0`), `write` is a jump to libc's.
+//! one function that runs after the call. Anything else goes to [`observe`], which decides as
+//! before. Once the tap is off (serving, or `VRAMLEDGER_TAP=0`), `write` is a jump to libc's.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -73,14 +73,15 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
     unsafe { write_plain(fd, buf, count) }
 }
 
-/// [`write`] with the AVX-512BW filter inlined.
+/// [`write`] with the AVX-512 filter inlined.
 ///
 /// # Safety
-/// The CPU has AVX-512BW; the caller's arguments of `write`.
+/// The CPU has AVX-512BW and VL; the caller's arguments of `write`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe extern "C" fn write_avx512(fd: c_int, buf: *const c_void, count: usize) -> isize {
-    // SAFETY: the caller's own arguments; the CPU has AVX-512BW (this function's contract).
+    // SAFETY: the caller's own arguments; the CPU has AVX-512BW and VL (this function's
+    // contract).
     unsafe { write_then::<AVX512>(fd, buf, count) }
 }
 
@@ -114,7 +115,8 @@ unsafe extern "C" fn write_plain(fd: c_int, buf: *const c_void, count: usize) ->
         let (from, to) = (plain as *mut (), to as *mut ());
         let _ = ROUTE.compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed);
         if avx512 {
-            // SAFETY: the CPU has AVX-512BW (asked just above); the caller's own arguments.
+            // SAFETY: the CPU has AVX-512BW and VL (asked just above); the caller's own
+            // arguments.
             return unsafe { write_avx512(fd, buf, count) };
         }
         if avx2 {
@@ -129,7 +131,9 @@ unsafe extern "C" fn write_plain(fd: c_int, buf: *const c_void, count: usize) ->
 /// Which filter [`write_then`] inlines: each vector one only inside the function compiled for
 /// it ([`write_avx512`], [`write_avx2`]).
 const PLAIN: u8 = 0;
+#[cfg(target_arch = "x86_64")]
 const AVX2: u8 = 1;
+#[cfg(target_arch = "x86_64")]
 const AVX512: u8 = 2;
 
 /// The real `write`, then the tap on the bytes it took, with the filter `F`.
@@ -167,7 +171,7 @@ fn line_may_match<const F: u8>(bytes: &[u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if F == AVX512 {
         // SAFETY: `AVX512` only on the way from `write_avx512`, whose caller found AVX-512BW
-        // and which is compiled for it; the caller checked the line end.
+        // and VL and which is compiled for them; the caller checked the line end.
         return unsafe { tap_filter::line_may_match_avx512(bytes) };
     }
     #[cfg(target_arch = "x86_64")]
