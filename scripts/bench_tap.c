@@ -10,7 +10,8 @@
  *                           without LD_PRELOAD and subtract, noisier across processes).
  *
  * Build: gcc -O2 -o bench_tap bench_tap.c
- * Run:   ./bench_tap [blocks] [writes per block] [line 0|1|2] [serving] >/dev/null
+ * Run:   ./bench_tap [blocks] [writes per block] [line 0|1|2|N] [serving] >/dev/null
+ *        (N >= 3: a line of N bytes, the decode line's text cut or repeated, then '\n')
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,6 +38,13 @@ int main(int argc, char **argv) {
         "INFO:     Shutting down\n",
     };
     const char *line = lines[which >= 0 && which <= 2 ? which : 0];
+    static char sized[4096];
+    if (which >= 3 && which < (int)sizeof sized) {
+        size_t text = strlen(lines[1]) - 1;
+        for (int i = 0; i < which - 1; i++) sized[i] = lines[1][i % text];
+        sized[which - 1] = '\n';
+        line = sized;
+    }
     if (argc > 4 && strcmp(argv[4], "serving") == 0) {
         /* SGLang's summary line: the engine is serving, and the grammar-only tap steps aside. */
         const char *summary = "[2025-06-01 10:00:21 TP0] max_total_num_tokens=444500, chunked_prefill_size=8192, "

@@ -16,7 +16,9 @@
 //! With AVX2: 32-byte windows from 34 bytes on, two 16-byte ones from 18 (shorter lines take
 //! the SSSE3 path, through a copy), and no scalar tail for a line that ends with a line end
 //! (no anchor can start at its last two bytes). `write` inlines this into its own AVX2 body
-//! ([`line_may_match_avx2`]); `writev` and stdio reach it through [`may_match`].
+//! ([`line_may_match_avx2`]), or, on a CPU with AVX-512BW and VL, the variant of `avx512.rs`
+//! (64-byte windows for long lines, masked loads for short ones: [`line_may_match_avx512`]);
+//! `writev` and stdio reach the AVX2 one through [`may_match`].
 
 use vramledger_engines::log;
 
@@ -148,6 +150,27 @@ pub fn avx2() -> bool {
     simd::level() == 1
 }
 
+/// Whether the CPU has AVX-512BW and VL (then [`line_may_match_avx512`] may be called, from a
+/// function compiled for both). Asked where `write` picks its route.
+#[cfg(target_arch = "x86_64")]
+pub fn avx512() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
+}
+
+/// [`line_may_match_avx2`] in 64-byte windows ([`avx512`]), to be inlined the same way.
+///
+/// # Safety
+/// The CPU has AVX-512BW and VL ([`avx512`]); called from a function compiled with them.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub unsafe fn line_may_match_avx512(bytes: &[u8]) -> bool {
+    debug_assert!(ends_line(bytes));
+    // SAFETY: AVX-512BW (the caller's contract).
+    unsafe { avx512::head(bytes) && log::may_match(bytes) }
+}
+
 /// [`may_match`] for a line that ends with a line end (the caller has checked:
 /// [`ends_line`]), on a CPU with AVX2, to be inlined into a caller compiled for it: a
 /// `#[target_feature]` function cannot be forced inline, this one (without the attribute) is,
@@ -207,6 +230,9 @@ fn scalar_candidates(bytes: &[u8]) -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(target_arch = "x86_64")]
 mod simd {
     use std::arch::x86_64::*;
     use std::sync::atomic::{AtomicU8, Ordering};
@@ -260,15 +286,15 @@ mod simd {
     /// within halves). The compiler folds the broadcasts into 32-byte constants of its own;
     /// forcing 16-byte loads from this one cache line measured the same (BENCHMARKS.md).
     #[repr(C, align(64))]
-    struct Line([[u8; 16]; 4]);
+    pub(super) struct Line(pub(super) [[u8; 16]; 4]);
 
-    static LINE: Line = {
+    pub(super) static LINE: Line = {
         assert!(!LOW_ONLY[0] && LOW_ONLY[1] && LOW_ONLY[2] && !WILD[0] && !WILD[1]);
         Line([TABLES[0][0], TABLES[0][1], TABLES[1][0], TABLES[2][0]])
     };
 
     /// The AVX2 tables in registers.
-    struct Tables {
+    pub(super) struct Tables {
         lo0: __m256i,
         hi0: __m256i,
         lo1: __m256i,
@@ -280,7 +306,7 @@ mod simd {
         /// # Safety
         /// AVX2, in a caller compiled for it (`avx2_body`).
         #[inline(always)]
-        unsafe fn load() -> Tables {
+        pub(super) unsafe fn load() -> Tables {
             // SAFETY (caller): AVX2; the rows are 16 aligned bytes each.
             unsafe {
                 let row = |i: usize| _mm_load_si128(LINE.0[i].as_ptr().cast());
@@ -320,7 +346,7 @@ mod simd {
         /// # Safety
         /// AVX2, in a caller compiled for it; `q .. q + 34` readable.
         #[inline(always)]
-        unsafe fn window(&self, q: *const u8) -> __m256i {
+        pub(super) unsafe fn window(&self, q: *const u8) -> __m256i {
             // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where no
             // anchor can have such a byte (positions 0 and 1: `WILD`), so the low nibble needs
             // no mask there; at positions 1 and 2 that is all the high nibble's table says.
@@ -394,7 +420,7 @@ mod simd {
     /// The last two positions of a line, whose windows run past its end (bytes there read as
     /// 0): two lookups each in the combined tables.
     #[inline(always)]
-    fn tail(bytes: &[u8]) -> bool {
+    pub(super) fn tail(bytes: &[u8]) -> bool {
         let [.., a, b] = *bytes else {
             return false;
         };

@@ -3,13 +3,13 @@
 //! `write`'s common path (a whole line on fd 1 or 2, nothing pending, grammar only, a line the
 //! prefilter rejects) is what every server write before serving pays, right after a system
 //! call, when little of the tap's code and state is warm. So it is kept short: the prefilter's
-//! instructions are chosen before the call (on x86-64 by [`ROUTE`], a compare and a jump), the
-//! state is one load ([`QUICK`]), and the AVX2 filter is inlined into the one function that
-//! runs after the call. Anything else goes to [`observe`], which decides as before. Once the
-//! tap is off (serving, or `VRAMLEDGER_TAP=0`), `write` is a jump to libc's.
+//! instructions are chosen before the call (on x86-64 by [`ROUTE`], one indirect jump), the
+//! state is one load ([`QUICK`]), and the vector filter (AVX-512 or AVX2) is inlined into the
+//! one function that runs after the call. Anything else goes to [`observe`], which decides as
+//! before. Once the tap is off (serving, or `VRAMLEDGER_TAP=0`), `write` is a jump to libc's.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use super::{observe, tap_filter, OFF, QUICK};
 use crate::real;
@@ -40,21 +40,18 @@ fn find_real(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     p
 }
 
-/// Where the interposed `write` goes on x86-64: 0 not known yet ([`write_plain`], which sets
-/// it), [`TO_AVX2`] ([`write_avx2`]), [`TO_PLAIN`], [`TO_LIBC`] (the tap is off and libc's
-/// `write` is known: straight there).
-static ROUTE: AtomicU8 = AtomicU8::new(0);
-#[cfg(target_arch = "x86_64")]
-const TO_AVX2: u8 = 1;
-#[cfg(target_arch = "x86_64")]
-const TO_PLAIN: u8 = 2;
-const TO_LIBC: u8 = 3;
+/// Where the interposed `write` jumps on x86-64: [`write_plain`] until it has chosen the
+/// function for this CPU ([`write_avx512`], [`write_avx2`] or itself), libc's `write` once the
+/// tap is off. Each route is one indirect jump: no compare to pass, and one instruction is
+/// less likely to straddle a fetch block than a compare chain (the naked `write` cannot be
+/// aligned on stable Rust).
+static ROUTE: AtomicPtr<()> = AtomicPtr::new(write_plain as *mut ());
 
 /// The tap is off for good: `write` goes straight to libc's from now on (once that is known;
 /// else it keeps forwarding through [`write_plain`], which sees the tap off).
 pub(super) fn route_off() {
-    if real_write().is_some() {
-        ROUTE.store(TO_LIBC, Ordering::Release);
+    if let Some(f) = real_write() {
+        ROUTE.store(f as *mut (), Ordering::Release);
     }
 }
 
@@ -65,22 +62,8 @@ pub(super) fn route_off() {
 #[unsafe(naked)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
     // The arguments stay in their registers for the function jumped to, which has the same
-    // signature (eax is free: `write` takes no variable arguments). `REAL_WRITE` is set before
-    // `ROUTE` says `TO_LIBC` (`route_off`), and never changes once set.
-    std::arch::naked_asm!(
-        "movzx eax, byte ptr [rip + {route}]",
-        "cmp eax, {to_avx2}",
-        "je {avx2}",
-        "cmp eax, {to_libc}",
-        "jne {plain}",
-        "jmp qword ptr [rip + {real}]",
-        route = sym ROUTE,
-        real = sym REAL_WRITE,
-        to_avx2 = const TO_AVX2,
-        to_libc = const TO_LIBC,
-        avx2 = sym write_avx2,
-        plain = sym write_plain,
-    )
+    // signature. `ROUTE` only ever holds such a function.
+    std::arch::naked_asm!("jmp qword ptr [rip + {route}]", route = sym ROUTE)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -88,6 +71,18 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
     // SAFETY: the caller's own arguments.
     unsafe { write_plain(fd, buf, count) }
+}
+
+/// [`write`] with the AVX-512 filter inlined.
+///
+/// # Safety
+/// The CPU has AVX-512BW and VL; the caller's arguments of `write`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe extern "C" fn write_avx512(fd: c_int, buf: *const c_void, count: usize) -> isize {
+    // SAFETY: the caller's own arguments; the CPU has AVX-512BW and VL (this function's
+    // contract).
+    unsafe { write_then::<AVX512>(fd, buf, count) }
 }
 
 /// [`write`] with the AVX2 filter inlined.
@@ -98,7 +93,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
 #[target_feature(enable = "avx2")]
 unsafe extern "C" fn write_avx2(fd: c_int, buf: *const c_void, count: usize) -> isize {
     // SAFETY: the caller's own arguments; the CPU has AVX2 (this function's contract).
-    unsafe { write_then::<true>(fd, buf, count) }
+    unsafe { write_then::<AVX2>(fd, buf, count) }
 }
 
 /// [`write`] with the portable filter; the CPU is asked here, the first time.
@@ -109,22 +104,41 @@ unsafe extern "C" fn write_avx2(fd: c_int, buf: *const c_void, count: usize) -> 
 unsafe extern "C" fn write_plain(fd: c_int, buf: *const c_void, count: usize) -> isize {
     #[cfg(target_arch = "x86_64")]
     {
-        let avx2 = tap_filter::avx2();
-        // Only from "not known": the tap may have turned off meanwhile (`route_off`).
-        let to = if avx2 { TO_AVX2 } else { TO_PLAIN };
-        let _ = ROUTE.compare_exchange(0, to, Ordering::AcqRel, Ordering::Relaxed);
+        let (avx512, avx2) = (tap_filter::avx512(), tap_filter::avx2());
+        // Only from `write_plain`: the tap may have turned off meanwhile (`route_off`).
+        let to: WriteFn = match (avx512, avx2) {
+            (true, _) => write_avx512,
+            (_, true) => write_avx2,
+            _ => write_plain,
+        };
+        let plain: WriteFn = write_plain;
+        let (from, to) = (plain as *mut (), to as *mut ());
+        let _ = ROUTE.compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed);
+        if avx512 {
+            // SAFETY: the CPU has AVX-512BW and VL (asked just above); the caller's own
+            // arguments.
+            return unsafe { write_avx512(fd, buf, count) };
+        }
         if avx2 {
             // SAFETY: the CPU has AVX2 (asked just above); the caller's own arguments.
             return unsafe { write_avx2(fd, buf, count) };
         }
     }
     // SAFETY: the caller's own arguments.
-    unsafe { write_then::<false>(fd, buf, count) }
+    unsafe { write_then::<PLAIN>(fd, buf, count) }
 }
 
-/// The real `write`, then the tap on the bytes it took. `AVX2` only inside [`write_avx2`].
+/// Which filter [`write_then`] inlines: each vector one only inside the function compiled for
+/// it ([`write_avx512`], [`write_avx2`]).
+const PLAIN: u8 = 0;
+#[cfg(target_arch = "x86_64")]
+const AVX2: u8 = 1;
+#[cfg(target_arch = "x86_64")]
+const AVX512: u8 = 2;
+
+/// The real `write`, then the tap on the bytes it took, with the filter `F`.
 #[inline(always)]
-unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usize) -> isize {
+unsafe fn write_then<const F: u8>(fd: c_int, buf: *const c_void, count: usize) -> isize {
     let Some(f) = real_write() else {
         // SAFETY: errno is thread-local; EIO says the write did not happen.
         unsafe { *libc::__errno_location() = libc::EIO };
@@ -140,7 +154,7 @@ unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usi
         if quick & fd as u8 != 0 {
             // A whole line, nothing pending, grammar only: the prefilter alone decides.
             // (`observe` would do the same, with more loads and branches.)
-            if tap_filter::ends_line(bytes) && !line_may_match::<AVX2>(bytes) {
+            if tap_filter::ends_line(bytes) && !line_may_match::<F>(bytes) {
                 return rc;
             }
             observe(fd, bytes);
@@ -151,12 +165,17 @@ unsafe fn write_then<const AVX2: bool>(fd: c_int, buf: *const c_void, count: usi
     rc
 }
 
-/// The prefilter on a line that ends with a line end: the AVX2 one where `AVX2` (then only
-/// ever inlined into [`write_avx2`]).
+/// The prefilter on a line that ends with a line end, with the filter `F`.
 #[inline(always)]
-fn line_may_match<const AVX2: bool>(bytes: &[u8]) -> bool {
+fn line_may_match<const F: u8>(bytes: &[u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if AVX2 {
+    if F == AVX512 {
+        // SAFETY: `AVX512` only on the way from `write_avx512`, whose caller found AVX-512BW
+        // and VL and which is compiled for them; the caller checked the line end.
+        return unsafe { tap_filter::line_may_match_avx512(bytes) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if F == AVX2 {
         // SAFETY: `AVX2` only on the way from `write_avx2`, whose caller found AVX2 and which
         // is compiled for it; the caller checked the line end.
         return unsafe { tap_filter::line_may_match_avx2(bytes) };
