@@ -14,12 +14,16 @@
 #   bash scripts/gpu_session.sh engines [OUTDIR]   the real vLLM lane (check, record) and metrics
 #                                                  scraped while vLLM starts
 #   bash scripts/gpu_session.sh ab BUDGET_S [OUTDIR]  the vLLM overhead A/B for BUDGET_S seconds
+#   bash scripts/gpu_session.sh tap [OUTDIR]       after a change to the tap only (~2 min): the
+#                                                  shim's safety checks, the SGLang-shaped books,
+#                                                  the tap against .gpu/prev (PREV_REF), by line
+#                                                  and by length
 #
 # Step limits add up to under 10 minutes a part (one device call) with BENCH_REPS up to 4.
 # Calls that follow each other on a warm machine share /tmp (compile caches, the A/B state).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-PART=${1:?engines, torch or ab}; shift
+PART=${1:?engines, torch, tap or ab}; shift
 BUDGET=0
 if [[ $PART == ab ]]; then BUDGET=${1:?ab needs a budget in seconds}; shift; fi
 OUTDIR=${1:-${OUT:?set OUT or give OUTDIR}}
@@ -66,12 +70,22 @@ torch)
     fi
     step first-hour 90 bash scripts/gpu_first_hour.sh "$W"
     ;;
+tap)
+    nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee -a "$S"
+    step shim-safety 60 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
+    step books 60 bash scripts/gpu_books.sh "$W/books"
+    if [[ -f .gpu/prev/libvramledger.so ]]; then
+        step tap-prev 90 bash scripts/bench_tap.sh .gpu/libvramledger.so .gpu/prev/libvramledger.so
+        BENCH_TAP_LINES="8 24 50 87 128 200 400" \
+            step tap-lengths 120 bash scripts/bench_tap.sh .gpu/libvramledger.so .gpu/prev/libvramledger.so
+    fi
+    ;;
 ab)
     step ab $((BUDGET + 90)) bash scripts/gpu_engines.sh ab --budget-s "$BUDGET"
     cat "$W/ab.log" | tail -20 | tee -a "$S"
     ;;
 *)
-    echo "gpu_session: unknown part '$PART' (engines, torch or ab)" >&2
+    echo "gpu_session: unknown part '$PART' (engines, torch, tap or ab)" >&2
     exit 2
     ;;
 esac
