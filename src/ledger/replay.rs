@@ -54,6 +54,12 @@ impl Devices {
         }
     }
 
+    /// What the device moved on last holds.
+    #[inline(always)]
+    fn last(&self) -> Option<&Held> {
+        self.list.get(self.last).map(|(_, h)| h)
+    }
+
     #[inline]
     fn get_mut(&mut self, device: i32) -> &mut Held {
         if self.list.get(self.last).is_none_or(|(d, _)| *d != device) {
@@ -85,6 +91,8 @@ pub struct Rec<'a> {
     pub delta: Option<&'a Delta>,
     /// Device memory moved.
     pub moved: Option<Moved>,
+    /// What the moved device holds after this record (found as it was updated).
+    held: Option<&'a Held>,
     /// The books and the devices after this record.
     pub books: &'a LiveBooks,
     pub devices: &'a Devices,
@@ -92,8 +100,9 @@ pub struct Rec<'a> {
 
 impl Rec<'_> {
     /// What the moved device holds after this record.
+    #[inline(always)]
     pub fn held(&self) -> Option<&Held> {
-        self.moved.and_then(|m| self.devices.get(m.device))
+        self.held
     }
 }
 
@@ -254,6 +263,7 @@ pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBook
             h.by_owner.add(m.owner, m.bytes);
             h.hooked = h.hooked.saturating_add(m.bytes);
         }
+        let held = moved.and(devices.last());
         let rec = Rec {
             index,
             e,
@@ -263,6 +273,7 @@ pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBook
             clock,
             delta: delta.as_ref(),
             moved,
+            held,
             books: &books,
             devices: &devices,
         };
