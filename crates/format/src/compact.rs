@@ -454,4 +454,31 @@ mod tests {
         assert_eq!(decode(&rec, 0), None);
         assert_eq!(Template::decode(&Template::default().encode(0)), None);
     }
+
+    #[test]
+    fn a_record_reads_the_same_at_a_block_end_as_before_more_bytes() {
+        // Every mask this reader knows: records a largest record's length before the end take
+        // one path, those nearer the end another; both must read the same, and a record cut
+        // short by a byte must read as nothing.
+        for m in 0..=mask::KNOWN {
+            let len = len_of(m);
+            let mut rec = vec![0u8; len];
+            rec[0..8].copy_from_slice(&(0x1234_5678u64 << 8 | 0xff).to_le_bytes());
+            rec[8..12].copy_from_slice(&(7u32 | (m as u32) << 24).to_le_bytes());
+            rec[12..16].copy_from_slice(&0xdead_beefu32.to_le_bytes());
+            for (k, b) in rec[FIXED..].iter_mut().enumerate() {
+                *b = k as u8 ^ 0x5a;
+            }
+            let at_end = decode(&rec, 0).expect("a whole record at the end");
+            let mut padded = rec.clone();
+            padded.extend_from_slice(&[0xee; MAX_LEN]);
+            assert_eq!(decode(&padded, 0), Some(at_end), "mask {m:#x}");
+            assert_eq!(at_end.1, len);
+            let mut shifted = vec![0u8; 24];
+            shifted.extend_from_slice(&rec);
+            assert_eq!(decode(&shifted, 24), Some(at_end), "mask {m:#x} at 24");
+            assert_eq!(decode(&rec[..len - 1], 0), None, "mask {m:#x} cut");
+        }
+        assert_eq!(decode(&[0u8; 8], usize::MAX - 4), None);
+    }
 }
