@@ -218,6 +218,16 @@ fn unknown_result_codes_pass_through() {
 }
 
 #[test]
+fn eviction_changes_no_result() {
+    // FAKECUDA_EVICT_KB only costs time: every call answers as without it.
+    for client in ["cublas_like", "bad_args"] {
+        let plain = clients().run_ok(client, &[], &[]);
+        let evicting = clients().run_ok(client, &[], &[("FAKECUDA_EVICT_KB", "64")]);
+        assert_eq!(plain.stdout, evicting.stdout, "{}", evicting.dump());
+    }
+}
+
+#[test]
 fn environment_configures_the_device() {
     let out = clients().run_ok("cublas_like", &[], &[("FAKECUDA_CONTEXT_BYTES", "0")]);
     out.assert_line("init cudaSetDevice(0): rc=0 used=0MiB");

@@ -84,6 +84,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
+    config::evict();
     ffi(|| {
         with_init(|st| {
             let o = out(dptr)?;
@@ -110,6 +111,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     height: usize,
     element_size: c_uint,
 ) -> CUresult {
+    config::evict();
     ffi(|| {
         with_init(|st| {
             let (o, p) = (out(dptr)?, out(pitch)?);
@@ -136,6 +138,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     bytesize: usize,
     flags: c_uint,
 ) -> CUresult {
+    config::evict();
     ffi(|| {
         with_init(|st| {
             let o = out(dptr)?;
@@ -150,6 +153,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    config::evict();
     ffi(|| {
         with_init(|st| {
             current(st)?;
@@ -205,6 +209,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
 
 /// Page-locked host memory is real (page-aligned) malloc'd memory; the device does not change.
 unsafe fn host_alloc(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
+    config::evict();
     ffi(|| {
         with_init(|st| {
             let o = out(pp)?;
@@ -241,6 +246,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    config::evict();
     ffi(|| {
         with_init(|st| {
             current(st)?;

@@ -210,6 +210,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     size: usize,
     stream: CUhandle,
 ) -> CUresult {
+    crate::config::evict();
     distinct("cuMemAllocAsync");
     alloc_async(dptr, size, None, stream)
 }
@@ -220,6 +221,7 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
     size: usize,
     stream: CUhandle,
 ) -> CUresult {
+    crate::config::evict();
     distinct("cuMemAllocAsync_ptsz");
     alloc_async(dptr, size, None, stream)
 }
@@ -231,6 +233,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
     pool: CUhandle,
     stream: CUhandle,
 ) -> CUresult {
+    crate::config::evict();
     distinct("cuMemAllocFromPoolAsync");
     alloc_async(dptr, size, Some(pool), stream)
 }
@@ -242,18 +245,21 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
     pool: CUhandle,
     stream: CUhandle,
 ) -> CUresult {
+    crate::config::evict();
     distinct("cuMemAllocFromPoolAsync_ptsz");
     alloc_async(dptr, size, Some(pool), stream)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUhandle) -> CUresult {
+    crate::config::evict();
     distinct("cuMemFreeAsync");
     free_async_call(dptr, stream)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, stream: CUhandle) -> CUresult {
+    crate::config::evict();
     distinct("cuMemFreeAsync_ptsz");
     free_async_call(dptr, stream)
 }
