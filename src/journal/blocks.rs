@@ -51,8 +51,7 @@ impl<F: Each + ?Sized> Sink for Admit<'_, F> {
     }
     #[inline]
     fn event(&mut self, j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
-        j.admit(e);
-        self.0.event(e)
+        self.compact_event(j, e)
     }
     // In the walk's loop: a call per record (its frame, the event through memory) cost the
     // books walk ~18 instructions a record.
@@ -83,13 +82,17 @@ pub(crate) fn keep(j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
 #[derive(Debug, Clone, Copy, Default)]
 struct Defined {
     t: Template,
-    state: u8,
+    state: State,
 }
 
 /// [`Defined::state`]: no definition; defined; defined and briefable.
-const UNDEFINED: u8 = 0;
-const DEFINED: u8 = 1;
-const BRIEFABLE: u8 = 2;
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum State {
+    #[default]
+    Undefined,
+    Defined,
+    Briefable,
+}
 
 /// Records into events: the templates defined so far and the time base of compact records.
 #[derive(Debug, Clone, Default)]
@@ -173,13 +176,13 @@ impl Decoder {
         let Some(d) = self
             .templates
             .get(template as usize)
-            .filter(|d| d.state != UNDEFINED)
+            .filter(|d| d.state != State::Undefined)
         else {
             self.orphan(j, base + at);
             return ControlFlow::Continue(());
         };
         let t = &d.t;
-        if d.state == BRIEFABLE {
+        if d.state == State::Briefable {
             let t_ns = self.base.wrapping_add(t_rel);
             if let Some(flow) = sink.brief(t.kind, t_ns) {
                 return flow;
@@ -262,7 +265,11 @@ impl Decoder {
                     if self.templates.len() <= id {
                         self.templates.resize(id + 1, Defined::default());
                     }
-                    let state = if briefable(&t) { BRIEFABLE } else { DEFINED };
+                    let state = if briefable(&t) {
+                        State::Briefable
+                    } else {
+                        State::Defined
+                    };
                     self.templates[id] = Defined { t, state };
                 }
                 _ => {

@@ -285,7 +285,7 @@ impl Scan {
     /// [`Scan::step_time`]). Most records (allocations and frees past startup) can set
     /// nothing.
     #[inline]
-    pub fn may_set(&self, kind: Option<Kind>) -> bool {
+    fn may_set(&self, kind: Option<Kind>) -> bool {
         self.out.is_empty()
             || self.opens_dist_init
             || matches!(
@@ -296,7 +296,7 @@ impl Scan {
 
     /// Takes record `i`, at `t_ns`, that can set nothing ([`Scan::may_set`] said so).
     #[inline(always)]
-    pub fn step_time(&mut self, i: usize, t_ns: u64) {
+    fn step_time(&mut self, i: usize, t_ns: u64) {
         self.seen = i + 1;
         if let Some((end, after @ None)) = &mut self.last_capture_end {
             if *end + 1 == i {

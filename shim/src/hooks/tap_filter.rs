@@ -294,7 +294,7 @@ mod simd {
     };
 
     /// The AVX2 tables in registers.
-    pub(super) struct Tables {
+    struct Tables {
         lo0: __m256i,
         hi0: __m256i,
         lo1: __m256i,
@@ -306,7 +306,7 @@ mod simd {
         /// # Safety
         /// AVX2, in a caller compiled for it (`avx2_body`).
         #[inline(always)]
-        pub(super) unsafe fn load() -> Tables {
+        unsafe fn load() -> Tables {
             // SAFETY (caller): AVX2; the rows are 16 aligned bytes each.
             unsafe {
                 let row = |i: usize| _mm_load_si128(LINE.0[i].as_ptr().cast());
@@ -346,7 +346,7 @@ mod simd {
         /// # Safety
         /// AVX2, in a caller compiled for it; `q .. q + 34` readable.
         #[inline(always)]
-        pub(super) unsafe fn window(&self, q: *const u8) -> __m256i {
+        unsafe fn window(&self, q: *const u8) -> __m256i {
             // A byte of 0x80 and above makes the shuffle give 0 ("no bucket"): right where no
             // anchor can have such a byte (positions 0 and 1: `WILD`), so the low nibble needs
             // no mask there; at positions 1 and 2 that is all the high nibble's table says.
@@ -420,7 +420,7 @@ mod simd {
     /// The last two positions of a line, whose windows run past its end (bytes there read as
     /// 0): two lookups each in the combined tables.
     #[inline(always)]
-    pub(super) fn tail(bytes: &[u8]) -> bool {
+    fn tail(bytes: &[u8]) -> bool {
         let [.., a, b] = *bytes else {
             return false;
         };

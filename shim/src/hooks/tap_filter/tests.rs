@@ -157,9 +157,9 @@ struct Fence {
 
 impl Fence {
     fn new() -> Fence {
-        // SAFETY: asks the kernel for fresh anonymous pages; the result is checked.
+        // SAFETY: sysconf reads a constant of the system.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        // SAFETY: as above.
+        // SAFETY: asks the kernel for fresh anonymous pages; the result is checked.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -171,9 +171,9 @@ impl Fence {
             )
         };
         assert_ne!(base, libc::MAP_FAILED);
+        let second = base.cast::<u8>().wrapping_add(page).cast();
         // SAFETY: the second page of the mapping just made.
-        let rc =
-            unsafe { libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE) };
+        let rc = unsafe { libc::mprotect(second, page, libc::PROT_NONE) };
         assert_eq!(rc, 0);
         Fence {
             base: base.cast(),
