@@ -105,15 +105,18 @@ unsafe extern "C" fn write_plain(fd: c_int, buf: *const c_void, count: usize) ->
     #[cfg(target_arch = "x86_64")]
     {
         let (avx512, avx2) = (tap_filter::avx512(), tap_filter::avx2());
-        // Only from `write_plain`: the tap may have turned off meanwhile (`route_off`).
-        let to: WriteFn = match (avx512, avx2) {
-            (true, _) => write_avx512,
-            (_, true) => write_avx2,
-            _ => write_plain,
+        let to: Option<WriteFn> = match (avx512, avx2) {
+            (true, _) => Some(write_avx512),
+            (_, true) => Some(write_avx2),
+            // The route stays here: no atomic write on every `write` of such a CPU.
+            _ => None,
         };
-        let plain: WriteFn = write_plain;
-        let (from, to) = (plain as *mut (), to as *mut ());
-        let _ = ROUTE.compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed);
+        if let Some(to) = to {
+            // Only from `write_plain`: the tap may have turned off meanwhile (`route_off`).
+            let plain: WriteFn = write_plain;
+            let (from, to) = (plain as *mut (), to as *mut ());
+            let _ = ROUTE.compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed);
+        }
         if avx512 {
             // SAFETY: the CPU has AVX-512BW and VL (asked just above); the caller's own
             // arguments.
