@@ -71,7 +71,9 @@ async function main() {
   try {
     const page = await browser.newPage({viewport: {width: 1400, height: 900}});
     const errors = [];
-    page.on('console', m => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+    page.on('console', m => {
+      if (m.type() === 'error') errors.push(`console: ${m.text()} (${m.location().url})`);
+    });
     page.on('pageerror', e => errors.push(`page error: ${e.message}`));
     await page.goto(`http://127.0.0.1:${port}/check.html`);
     // The device select gets its options once the snapshot is loaded.
@@ -80,6 +82,8 @@ async function main() {
     const devices = await page.evaluate(
       () => Array.from(document.querySelectorAll('select')[2].options).map(o => o.value));
     pass(`loaded; devices ${devices.join(', ')}`);
+    if (errors.length) fail(`loading: ${errors.join(' | ')}`);
+    else pass('loading: no console error');
     for (const device of devices) {
       for (const view of VIEWS) {
         const before = errors.length;

@@ -1,5 +1,8 @@
 // A static file server on loopback for the viewer checks: `root` at /, and extra files at
 // fixed paths (`extra`: {'/trace.json': '/abs/path'}). Resolves to the listening server.
+// Chromium asks every origin for /favicon.ico on its own, at a moment of its choosing; where the
+// root has none it gets 204 (no content) rather than a 404 that the page's console reports as
+// an error in whichever view is being checked at that moment.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -24,6 +27,11 @@ export function serve(root, extra = {}, pages = {}) {
       file = url in extra ? extra[url] : path.normalize(path.join(base, url));
       if (!(url in extra) && !file.startsWith(base)) file = null;
       if (file && fs.existsSync(file) && fs.statSync(file).isFile()) body = fs.readFileSync(file);
+    }
+    if (body === null && url === '/favicon.ico') {
+      res.writeHead(204);
+      res.end();
+      return;
     }
     if (body === null) {
       res.writeHead(404);
