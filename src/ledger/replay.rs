@@ -14,6 +14,7 @@ use std::ops::ControlFlow;
 use vramledger_format::live::Delta;
 use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
 
+use super::boundaries::StageBoundary;
 use super::index::Index;
 use super::owners::OwnerBytes;
 use super::records::Records;
@@ -36,43 +37,71 @@ pub struct Held {
     pub hooked: i64,
 }
 
-/// The devices memory moved on, by ordinal (a process uses a few: a short list, the last
-/// one used first).
+/// Devices 0 to 7 (a node's GPUs) have a slot each, found by index with no lookup.
+const DENSE_DEVICES: usize = 8;
+
+/// The devices memory moved on, by ordinal.
 #[derive(Debug, Default)]
 pub struct Devices {
-    list: Vec<(i32, Held)>,
-    last: usize,
+    dense: [Held; DENSE_DEVICES],
+    /// Bit `d`: memory moved on device `d` (`dense[d]` is in use).
+    seen: u8,
+    /// Every other device (ordinals past 7, and never a negative one: see [`moved`]).
+    other: Vec<(i32, Held)>,
 }
 
 impl Devices {
     /// What `device` holds now (`None`: nothing ever moved there).
     #[inline]
     pub fn get(&self, device: i32) -> Option<&Held> {
-        match self.list.get(self.last) {
-            Some((d, h)) if *d == device => Some(h),
-            _ => self.list.iter().find(|(d, _)| *d == device).map(|(_, h)| h),
+        match dense(device) {
+            Some(d) => (self.seen >> d & 1 != 0).then(|| &self.dense[d]),
+            None => self
+                .other
+                .iter()
+                .find(|(d, _)| *d == device)
+                .map(|(_, h)| h),
         }
     }
 
-    /// What the device moved on last holds.
+    /// What `device` holds, made when nothing moved there yet.
     #[inline(always)]
-    fn last(&self) -> Option<&Held> {
-        self.list.get(self.last).map(|(_, h)| h)
+    fn get_mut(&mut self, device: i32) -> &mut Held {
+        match dense(device) {
+            Some(d) => {
+                self.seen |= 1 << d;
+                &mut self.dense[d]
+            }
+            None => self.other_mut(device),
+        }
     }
 
-    #[inline]
-    fn get_mut(&mut self, device: i32) -> &mut Held {
-        if self.list.get(self.last).is_none_or(|(d, _)| *d != device) {
-            self.last = match self.list.iter().position(|(d, _)| *d == device) {
-                Some(i) => i,
-                None => {
-                    self.list.push((device, Held::default()));
-                    self.list.len() - 1
-                }
-            };
+    /// What `device` holds right after memory moved there (no check that it did).
+    #[inline(always)]
+    fn moved_to(&self, device: i32) -> Option<&Held> {
+        match dense(device) {
+            Some(d) => Some(&self.dense[d]),
+            None => self.get(device),
         }
-        &mut self.list[self.last].1
     }
+
+    #[cold]
+    fn other_mut(&mut self, device: i32) -> &mut Held {
+        let i = match self.other.iter().position(|(d, _)| *d == device) {
+            Some(i) => i,
+            None => {
+                self.other.push((device, Held::default()));
+                self.other.len() - 1
+            }
+        };
+        &mut self.other[i].1
+    }
+}
+
+/// The dense slot of `device`, when it has one.
+#[inline(always)]
+fn dense(device: i32) -> Option<usize> {
+    ((device as u32 as usize) < DENSE_DEVICES).then_some(device as usize)
 }
 
 /// One record, after the books took it.
@@ -222,75 +251,111 @@ fn moved(e: &Event, kind: Option<Kind>, delta: Option<&Delta>) -> Option<Moved> 
     })
 }
 
+/// The walk's state, in one place: the closure reaches every field through one pointer.
+struct Walk<'i> {
+    books: LiveBooks,
+    devices: Devices,
+    clock: u64,
+    index: usize,
+    span: usize,
+    bounds: &'i [StageBoundary],
+    next_bound: usize,
+    /// The record index of `bounds[next_bound]` (`usize::MAX` past the last): one compare a
+    /// record.
+    next_at: usize,
+    stopped: bool,
+}
+
+impl Walk<'_> {
+    /// The boundary record `index` is, if any, and the span it belongs to from now on.
+    #[cold]
+    fn cross(&mut self) -> Option<usize> {
+        let mut boundary = None;
+        while let Some(b) = self
+            .bounds
+            .get(self.next_bound)
+            .filter(|b| b.index <= self.index)
+        {
+            if b.index == self.index {
+                boundary = Some(self.next_bound);
+            }
+            self.span = self.next_bound;
+            self.next_bound += 1;
+        }
+        self.next_at = self
+            .bounds
+            .get(self.next_bound)
+            .map_or(usize::MAX, |b| b.index);
+        boundary
+    }
+
+    fn now(&self) -> Now<'_> {
+        Now {
+            index: self.index,
+            clock: self.clock,
+            books: &self.books,
+            devices: &self.devices,
+        }
+    }
+}
+
 /// Walks `r` (whose [`Index`] is `ix`) through the books, feeding `obs`; returns the books
 /// and devices where the walk ended.
 pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBooks, Devices) {
-    let mut books = LiveBooks::new();
-    let mut devices = Devices::default();
-    let mut clock = 0u64;
-    let mut index = 0usize;
-    let mut span = 0usize;
-    let bounds = &ix.boundaries;
-    let mut next_bound = 0usize;
-    let mut stopped = false;
+    let mut w = Walk {
+        books: LiveBooks::new(),
+        devices: Devices::default(),
+        clock: 0,
+        index: 0,
+        span: 0,
+        bounds: &ix.boundaries,
+        next_bound: 0,
+        next_at: ix.boundaries.first().map_or(usize::MAX, |b| b.index),
+        stopped: false,
+    };
     r.walk(|e| {
-        if O::BEFORE {
-            let now = Now {
-                index,
-                clock,
-                books: &books,
-                devices: &devices,
-            };
-            if obs.before(&now).is_break() {
-                stopped = true;
-                return ControlFlow::Break(());
-            }
+        if O::BEFORE && obs.before(&w.now()).is_break() {
+            w.stopped = true;
+            return ControlFlow::Break(());
         }
-        clock = clock.max(e.t_ns);
-        let mut boundary = None;
-        while let Some(b) = bounds.get(next_bound).filter(|b| b.index <= index) {
-            if b.index == index {
-                boundary = Some(next_bound);
-            }
-            span = next_bound;
-            next_bound += 1;
-        }
+        w.clock = w.clock.max(e.t_ns);
+        let boundary = if w.index >= w.next_at {
+            w.cross()
+        } else {
+            None
+        };
         let kind = e.kind();
-        let delta = books.apply(e);
+        let delta = w.books.apply(e);
         let moved = moved(e, kind, delta.as_ref());
         if let Some(m) = moved {
-            let h = devices.get_mut(m.device);
+            let h = w.devices.get_mut(m.device);
             h.by_owner.add(m.owner, m.bytes);
             h.hooked = h.hooked.saturating_add(m.bytes);
         }
-        let held = moved.and(devices.last());
+        let held = moved.and_then(|m| w.devices.moved_to(m.device));
         let rec = Rec {
-            index,
+            index: w.index,
             e,
             kind,
-            span,
+            span: w.span,
             boundary,
-            clock,
+            clock: w.clock,
             delta: delta.as_ref(),
             moved,
             held,
-            books: &books,
-            devices: &devices,
+            books: &w.books,
+            devices: &w.devices,
         };
-        index += 1;
-        if obs.record(&rec).is_break() {
-            stopped = true;
+        let flow = obs.record(&rec);
+        w.index += 1;
+        if flow.is_break() {
+            w.stopped = true;
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
     });
-    if !stopped {
-        obs.end(&Now {
-            index,
-            clock,
-            books: &books,
-            devices: &devices,
-        });
+    if !w.stopped {
+        obs.end(&w.now());
     }
-    (books, devices)
+    (w.books, w.devices)
 }
