@@ -359,3 +359,26 @@ pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBook
     }
     (w.books, w.devices)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_past_the_dense_slots_and_unmoved_ones_read_as_they_were_moved() {
+        let mut d = Devices::default();
+        for (device, bytes) in [(0, 1), (7, 2), (8, 3), (100, 4), (7, 5), (100, 6)] {
+            let h = d.get_mut(device);
+            h.by_owner.add(Owner::Torch, bytes);
+            h.hooked += bytes;
+        }
+        let hooked = |device| d.get(device).map(|h| h.hooked);
+        assert_eq!(
+            [0, 7, 8, 100].map(hooked),
+            [Some(1), Some(7), Some(3), Some(10)]
+        );
+        // Nothing moved there: no books, dense slot or not.
+        assert_eq!([1, 6, 9, -1].map(hooked), [None; 4]);
+        assert_eq!(d.moved_to(8).map(|h| h.by_owner.get(Owner::Torch)), Some(3));
+    }
+}
