@@ -255,50 +255,91 @@ pub fn decode(bytes: &[u8], at: usize) -> Option<(Fields, usize)> {
     Some((r.fields(), r.len()))
 }
 
-/// A compact record found but not yet decoded: its fixed part read, its optional words
+/// Where a field's value sits in [`Raw::fields`]'s eight words: an enum, so that indexing
+/// them by it needs no bounds check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Slot {
+    W0,
+    W1,
+    W2,
+    W3,
+    W4,
+    W5,
+    /// The field has no word: a zero.
+    Zero,
+    /// `size` (`arg0` under [`mask::ARG0_IS_SIZE`]).
+    Size,
+}
+
+/// Each known mask's slots of `addr`, `size >> 32`, `handle`, `arg0`, `arg1`, `arg2`: the
+/// count of word bits below the field's bit, or [`Slot::Zero`] when its bit is clear
+/// ([`Slot::Size`] for `arg0` under [`mask::ARG0_IS_SIZE`], whatever its own bit says).
+const SLOTS: [[Slot; 6]; 128] = {
+    const ORDER: [u8; 6] = [
+        mask::ADDR,
+        mask::SIZE_HI,
+        mask::HANDLE,
+        mask::ARG0,
+        mask::ARG1,
+        mask::ARG2,
+    ];
+    const BY_COUNT: [Slot; 6] = [Slot::W0, Slot::W1, Slot::W2, Slot::W3, Slot::W4, Slot::W5];
+    let mut t = [[Slot::Zero; 6]; 128];
+    let mut m = 0;
+    while m < 128 {
+        let (mut k, mut n) = (0, 0);
+        while k < 6 {
+            if m as u8 & ORDER[k] != 0 {
+                t[m][k] = BY_COUNT[n];
+                n += 1;
+            }
+            k += 1;
+        }
+        if m as u8 & mask::ARG0_IS_SIZE != 0 {
+            t[m][3] = Slot::Size;
+        }
+        m += 1;
+    }
+    t
+};
+
+/// A compact record found but not yet decoded: its template and time read, the rest of it
 /// lent. A reader that needs only the template and the time reads no more of it.
 #[derive(Debug, Clone, Copy)]
 pub struct Raw<'a> {
     pub t_rel: u64,
     pub template: u32,
     mask: u8,
-    size_lo: u32,
-    words: &'a [u8],
+    len: u8,
+    /// The bytes from the record's start to the end of the bytes walked: [`Raw::fields`]
+    /// reads a largest record's length of them when there are that many.
+    rec: &'a [u8],
 }
 
 impl<'a> Raw<'a> {
     /// The compact record at `bytes[at..]`, when it is whole there and its mask is known.
     #[inline(always)]
     pub fn at(bytes: &'a [u8], at: usize) -> Option<Raw<'a>> {
-        // One bounds check for nearly every record (those a largest record's length or more
-        // before the end); the ones near the end take the same steps on a shorter slice.
-        // (Past usize::MAX the range wraps below `at`, and `get` says no.)
-        match bytes.get(at..at.wrapping_add(MAX_LEN)) {
-            Some(whole) => Raw::within(whole),
-            None => Raw::within(bytes.get(at..)?),
-        }
-    }
-
-    #[inline(always)]
-    fn within(rec: &'a [u8]) -> Option<Raw<'a>> {
+        let rec = bytes.get(at..)?;
         let fixed: &[u8; FIXED] = rec.get(..FIXED)?.try_into().ok()?;
         let w0 = u64::from_le_bytes(fixed[0..8].try_into().ok()?);
         let head = u32::from_le_bytes(fixed[8..12].try_into().ok()?);
         let m = (head >> 24) as u8;
-        let len = *LEN_OF.get(m as usize)? as usize;
-        Some(Raw {
+        let len = *LEN_OF.get(m as usize)?;
+        (rec.len() >= len as usize).then_some(Raw {
             t_rel: w0 >> 8,
             template: head & MAX_TEMPLATE,
             mask: m,
-            size_lo: u32::from_le_bytes(fixed[12..16].try_into().ok()?),
-            words: rec.get(FIXED..len)?,
+            len,
+            rec,
         })
     }
 
     /// The record's length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        FIXED + self.words.len()
+        self.len as usize
     }
 
     /// Never true: a record has at least its fixed part (for the lint that pairs `len`).
@@ -310,39 +351,46 @@ impl<'a> Raw<'a> {
     /// Every field.
     #[inline]
     pub fn fields(&self) -> Fields {
-        let m = self.mask;
-        let words = self.words;
-        let mut i = 0;
-        let mut next = |present: bool| {
-            if !present {
-                return 0;
+        // A largest record's length of bytes (this record's, then the next's), read whole
+        // whatever the mask; near the end of the bytes, the record's own, zero-padded.
+        let padded;
+        let w: &[u8; MAX_LEN] = match self.rec.first_chunk() {
+            Some(w) => w,
+            None => {
+                padded = pad(self.rec.get(..self.len()).unwrap_or_default());
+                &padded
             }
-            let v = u64::from_le_bytes(words[i..i + 8].try_into().unwrap_or([0; 8]));
-            i += 8;
-            v
         };
-        let addr = next(m & mask::ADDR != 0);
-        let size_hi = next(m & mask::SIZE_HI != 0);
-        let handle = next(m & mask::HANDLE != 0);
-        let arg0 = next(m & mask::ARG0 != 0);
-        let arg1 = next(m & mask::ARG1 != 0);
-        let arg2 = next(m & mask::ARG2 != 0);
-        let size = self.size_lo as u64 | size_hi << 32;
+        // Every word read, each field's then taken by its slot: no branch on the mask.
+        let mut v = [0u64; 8];
+        for (k, c) in w[FIXED..].chunks_exact(8).enumerate() {
+            v[k] = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+        }
+        let s = &SLOTS[(self.mask & mask::KNOWN) as usize];
+        let size_lo = u32::from_le_bytes(w[12..16].try_into().unwrap_or([0; 4]));
+        let size = size_lo as u64 | v[s[1] as usize] << 32;
+        v[Slot::Size as usize] = size;
         Fields {
             t_rel: self.t_rel,
             template: self.template,
-            addr,
+            addr: v[s[0] as usize],
             size,
-            handle,
-            arg0: if m & mask::ARG0_IS_SIZE != 0 {
-                size
-            } else {
-                arg0
-            },
-            arg1,
-            arg2,
+            handle: v[s[2] as usize],
+            arg0: v[s[3] as usize],
+            arg1: v[s[4] as usize],
+            arg2: v[s[5] as usize],
         }
     }
+}
+
+/// A record near the end of the bytes (cut to its length), zero-padded.
+#[cold]
+#[inline(never)]
+fn pad(rec: &[u8]) -> [u8; MAX_LEN] {
+    let mut w = [0u8; MAX_LEN];
+    let n = rec.len().min(MAX_LEN);
+    w[..n].copy_from_slice(&rec[..n]);
+    w
 }
 
 /// The event a compact record stands for.
@@ -371,114 +419,5 @@ pub fn event(f: &Fields, t: &Template, base: u64) -> Event {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Api, Kind, Owner};
-
-    fn alloc() -> Event {
-        Event {
-            kind: Kind::Alloc as u16,
-            t_ns: 1_000_123,
-            tid: 77,
-            device: 1,
-            stage: 2,
-            module: 3,
-            owner: Owner::Torch as u8,
-            api: Api::cuMemAlloc_v2 as u16,
-            addr: 0x7f00_0020_0000,
-            size: 2 << 20,
-            arg0: 2 << 20,
-            ..Event::default()
-        }
-    }
-
-    #[test]
-    fn an_allocation_and_a_free_take_24_bytes() {
-        let e = alloc();
-        assert_eq!(layout(&e).1, 24);
-        let free = Event {
-            kind: Kind::Free as u16,
-            arg0: 0,
-            ..alloc()
-        };
-        assert_eq!(layout(&free).1, 24);
-    }
-
-    #[test]
-    fn every_field_round_trips() {
-        let base = 1_000_000;
-        let mut cases = vec![alloc(), Event::default()];
-        let mut big = alloc();
-        big.size = 80 << 30;
-        big.arg0 = 3;
-        big.handle = u64::MAX;
-        big.arg1 = 9;
-        big.arg2 = u64::MAX - 1;
-        big.addr = 0;
-        cases.push(big);
-        let mut mixed = alloc();
-        mixed.arg0 = mixed.size;
-        mixed.result = -7;
-        mixed.flags = 0x7f;
-        cases.push(mixed);
-        for mut e in cases {
-            e.t_ns = e.t_ns.max(base);
-            let t = Template::of(&e);
-            let (id, back_t) = Template::decode(&t.encode(5)).unwrap();
-            assert_eq!((id, back_t), (5, t));
-            let rec = encode(&e, 5, t_rel(&e, base).unwrap());
-            assert_eq!(rec.len(), layout(&e).1);
-            assert_eq!(rec.len() % 8, 0);
-            let (f, len) = decode(&rec, 0).unwrap();
-            assert_eq!(len, rec.len());
-            assert_eq!(f.template, 5);
-            assert_eq!(event(&f, &back_t, base), e);
-        }
-    }
-
-    #[test]
-    fn what_does_not_fit_is_refused() {
-        let mut e = alloc();
-        e.text = "x".into();
-        assert_eq!(t_rel(&e, 0), None);
-        let e = alloc();
-        assert_eq!(t_rel(&e, e.t_ns + 1), None);
-        let mut late = alloc();
-        late.t_ns = u64::MAX;
-        assert_eq!(t_rel(&late, 0), None);
-        // A mask bit this reader does not know, and bytes that end early.
-        let mut rec = encode(&alloc(), 1, 0);
-        assert!(decode(&rec, 0).is_some());
-        assert_eq!(decode(&rec[..20], 0), None);
-        rec[11] |= 0x80;
-        assert_eq!(decode(&rec, 0), None);
-        assert_eq!(Template::decode(&Template::default().encode(0)), None);
-    }
-
-    #[test]
-    fn a_record_reads_the_same_at_a_block_end_as_before_more_bytes() {
-        // Every mask this reader knows: records a largest record's length before the end take
-        // one path, those nearer the end another; both must read the same, and a record cut
-        // short by a byte must read as nothing.
-        for m in 0..=mask::KNOWN {
-            let len = len_of(m);
-            let mut rec = vec![0u8; len];
-            rec[0..8].copy_from_slice(&(0x1234_5678u64 << 8 | 0xff).to_le_bytes());
-            rec[8..12].copy_from_slice(&(7u32 | (m as u32) << 24).to_le_bytes());
-            rec[12..16].copy_from_slice(&0xdead_beefu32.to_le_bytes());
-            for (k, b) in rec[FIXED..].iter_mut().enumerate() {
-                *b = k as u8 ^ 0x5a;
-            }
-            let at_end = decode(&rec, 0).expect("a whole record at the end");
-            let mut padded = rec.clone();
-            padded.extend_from_slice(&[0xee; MAX_LEN]);
-            assert_eq!(decode(&padded, 0), Some(at_end), "mask {m:#x}");
-            assert_eq!(at_end.1, len);
-            let mut shifted = vec![0u8; 24];
-            shifted.extend_from_slice(&rec);
-            assert_eq!(decode(&shifted, 24), Some(at_end), "mask {m:#x} at 24");
-            assert_eq!(decode(&rec[..len - 1], 0), None, "mask {m:#x} cut");
-        }
-        assert_eq!(decode(&[0u8; 8], usize::MAX - 4), None);
-    }
-}
+#[path = "compact_tests.rs"]
+mod tests;

@@ -121,6 +121,9 @@ pub enum Item<'a> {
 /// rest, and at zeros that run to the area's end (the end of the data).
 pub struct Records<'a> {
     bytes: &'a [u8],
+    /// `bytes[..end]` until the walk is done, then empty: [`Records::next_compact`] checks
+    /// neither `end` nor `done` per record.
+    area: &'a [u8],
     at: usize,
     end: usize,
     done: bool,
@@ -138,10 +141,12 @@ impl<'a> Records<'a> {
     /// are indices into it) that ends the file when `file_ends`: a record that runs past
     /// the end of `bytes` is then cut off, else damage, as in the whole file.
     pub fn in_part(bytes: &'a [u8], area: Range<usize>, file_ends: bool) -> Records<'a> {
+        let end = area.end.min(bytes.len());
         Records {
             bytes,
+            area: &bytes[..end],
             at: area.start,
-            end: area.end.min(bytes.len()),
+            end,
             done: false,
             file_ends,
         }
@@ -164,22 +169,24 @@ impl<'a> Records<'a> {
     /// reads every record.
     #[inline(always)]
     pub fn next_compact(&mut self) -> Option<(usize, compact::Raw<'a>)> {
-        if self.done {
-            return None;
-        }
         let at = self.at;
-        let bytes = &self.bytes[..self.end];
-        if *bytes.get(at)? != block::COMPACT_MARK {
+        if *self.area.get(at)? != block::COMPACT_MARK {
             return None;
         }
-        let r = compact::Raw::at(bytes, at)?;
+        let r = compact::Raw::at(self.area, at)?;
         self.at += r.len();
         Some((at, r))
     }
 
+    /// The walk is over, for both lanes.
+    fn finish(&mut self) {
+        self.done = true;
+        self.area = &[];
+    }
+
     #[cold]
     fn stop(&mut self, item: Item<'a>) -> Option<Item<'a>> {
-        self.done = true;
+        self.finish();
         Some(item)
     }
 
@@ -203,7 +210,7 @@ impl<'a> Iterator for Records<'a> {
             }
             let at = self.at;
             let Some((a, b)) = block::words(&self.bytes[..self.end], at) else {
-                self.done = true;
+                self.finish();
                 let tail = &self.bytes[at.min(self.end)..self.end];
                 return if tail.iter().all(|&x| x == 0) {
                     None
@@ -217,7 +224,7 @@ impl<'a> Iterator for Records<'a> {
                 Head::Uncommitted(0) => {
                     let end = self.end;
                     if self.bytes[at..end].iter().all(|&x| x == 0) {
-                        self.done = true;
+                        self.finish();
                         return None;
                     }
                     return self.stop(Item::LostRest { at, end });
