@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 /// A reading slower than this is a system call, not the vDSO.
 const SYSCALL_NS: u64 = 400;
 
-static CLOCK: AtomicI32 = AtomicI32::new(libc::CLOCK_MONOTONIC);
+static CLOCK: &AtomicI32 = &crate::hot::HOT.clock;
 
 fn read(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {

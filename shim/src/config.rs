@@ -44,7 +44,7 @@ fn truthy(v: Option<String>, default: bool) -> bool {
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 // 0: not read, 1: enabled, 2: disabled.
-static DISABLED: AtomicU8 = AtomicU8::new(0);
+static DISABLED: &AtomicU8 = &crate::hot::HOT.disabled;
 
 /// True when `VRAMLEDGER_DISABLE` asks for pure pass-through. Cheap after the first call.
 pub fn disabled() -> bool {

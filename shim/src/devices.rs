@@ -21,13 +21,13 @@ use crate::thread::Thread;
 pub const CHECK_EVERY: u32 = 64;
 
 /// Devices a context of this process was made on (primary retains, context creations).
-static CONTEXTS: AtomicU64 = AtomicU64::new(0);
+static CONTEXTS: &AtomicU64 = &crate::hot::HOT.contexts;
 /// Devices this journal has named (a `device` record was written).
-static NAMED: AtomicU64 = AtomicU64::new(0);
+static NAMED: &AtomicU64 = &crate::hot::HOT.named;
 /// `cuDeviceGetCount` (0: not asked, -1: unknown).
-static COUNT: AtomicI32 = AtomicI32::new(0);
+static COUNT: &AtomicI32 = &crate::hot::HOT.device_count;
 /// The one-device rule was caught wrong once: never used again in this process.
-static RULE_OFF: AtomicBool = AtomicBool::new(false);
+static RULE_OFF: &AtomicBool = &crate::hot::HOT.rule_off;
 
 /// A context of this process exists on `dev` from now on.
 #[inline]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::thread::{self, Thread};
 use crate::{config, selftime};
 
-static BROKEN: AtomicBool = AtomicBool::new(false);
+static BROKEN: &AtomicBool = &crate::hot::HOT.broken;
 
 /// True when hooks should record (enabled, not broken, not re-entered on this thread).
 pub fn active() -> bool {

@@ -32,6 +32,7 @@ pub mod ffi;
 pub mod forksafe;
 pub mod guard;
 pub mod hooks;
+pub mod hot;
 pub mod journal;
 pub mod lifecycle;
 pub mod lifetime;

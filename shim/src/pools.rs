@@ -171,7 +171,7 @@ impl Registry {
 
 static REGISTRY: ForkSafeMutex<Registry> = ForkSafeMutex::new();
 /// [`Registry::held`], readable without the lock: the allocation fast path.
-static HELD: AtomicUsize = AtomicUsize::new(0);
+static HELD: &AtomicUsize = &crate::hot::HOT.pools_held;
 
 /// Runs `f` on the registry and publishes how much it holds.
 pub fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {

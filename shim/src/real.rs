@@ -14,7 +14,10 @@ use vramledger_format::Api;
 const SLOTS: usize = 128;
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY: AtomicUsize = AtomicUsize::new(0);
-static REAL: [AtomicUsize; SLOTS] = [EMPTY; SLOTS];
+/// Line-aligned: the allocation and free entry points (slots 1 and 4) share one cache line.
+#[repr(align(64))]
+struct Slots([AtomicUsize; SLOTS]);
+static REAL: Slots = Slots([EMPTY; SLOTS]);
 static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 static LIBCUDA: AtomicUsize = AtomicUsize::new(0);
 
@@ -56,7 +59,7 @@ pub fn real_dlsym(handle: *mut c_void, name: &CStr) -> usize {
 /// The real pointer of `api`, if known.
 #[inline]
 pub fn known(api: Api) -> usize {
-    REAL[api as usize % SLOTS].load(Ordering::Acquire)
+    REAL.0[api as usize % SLOTS].load(Ordering::Acquire)
 }
 
 /// Offers `ptr` as the real `api` (never one of vramledger's own hooks: the caller checks).
@@ -65,7 +68,7 @@ pub fn offer(api: Api, ptr: usize) -> bool {
     if ptr == 0 {
         return false;
     }
-    let slot = &REAL[api as usize % SLOTS];
+    let slot = &REAL.0[api as usize % SLOTS];
     match slot.compare_exchange(0, ptr, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => true,
         Err(current) => current == ptr,

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::{clock, config, guard};
 
-static ON: AtomicBool = AtomicBool::new(false);
+static ON: &AtomicBool = &crate::hot::HOT.selftime;
 static LOADED_NS: AtomicU64 = AtomicU64::new(0);
 static INSIDE_NS: AtomicU64 = AtomicU64::new(0);
 static RECORDINGS: AtomicU64 = AtomicU64::new(0);

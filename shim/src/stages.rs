@@ -8,7 +8,7 @@ use crate::forksafe::ForkSafeMutex;
 /// The stage before any marker.
 pub const STARTUP: &str = "startup";
 
-static CURRENT: AtomicU32 = AtomicU32::new(0);
+static CURRENT: &AtomicU32 = &crate::hot::HOT.stage;
 static NAMES: ForkSafeMutex<Vec<String>> = ForkSafeMutex::new();
 
 /// The current stage id.

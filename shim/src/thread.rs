@@ -5,6 +5,17 @@ use std::cell::Cell;
 
 use vramledger_format::compact::Template;
 
+use crate::attribution::modules::ModuleInfo;
+use crate::attribution::ModuleClass;
+
+const NO_MODULE: (usize, ModuleInfo) = (
+    0,
+    ModuleInfo {
+        id: 0,
+        class: ModuleClass::Other,
+    },
+);
+
 /// Templates a thread remembers (an allocating thread mostly alternates two or three).
 const REMEMBERED: usize = 8;
 
@@ -14,7 +25,13 @@ type Remembered = ([u64; 4], u64);
 
 const NONE: Remembered = ([0; 4], u64::MAX);
 
-/// One thread's state.
+/// A remembered template on a cache line of its own (40 bytes would straddle two).
+#[repr(align(64))]
+struct Place(Cell<Remembered>);
+
+/// One thread's state: the words a hook reads first, in the first cache line (a real driver
+/// call evicts the caches: each line touched after it is a miss), then one line per template.
+#[repr(C, align(64))]
 pub struct Thread {
     /// vramledger is recording on this thread now (its own driver calls must not record).
     pub busy: Cell<bool>,
@@ -31,8 +48,13 @@ pub struct Thread {
     tid: Cell<u32>,
     /// The highest address of this thread's stack (0: not asked yet, 1: unknown).
     stack_top: Cell<usize>,
-    templates: [Cell<Remembered>; REMEMBERED],
+    /// The caller this thread met last and its module (`attribution::modules`), or 0.
+    pub module: Cell<(usize, ModuleInfo)>,
+    templates: [Place; REMEMBERED],
 }
+
+// The words a hook reads first fill the first line, alone.
+const _: () = assert!(std::mem::offset_of!(Thread, templates) == 64);
 
 /// Where a thread remembers template `t`.
 #[inline]
@@ -51,7 +73,8 @@ thread_local! {
             calls: Cell::new(0),
             tid: Cell::new(0),
             stack_top: Cell::new(0),
-            templates: [const { Cell::new(NONE) }; REMEMBERED],
+            module: Cell::new(NO_MODULE),
+            templates: [const { Place(Cell::new(NONE)) }; REMEMBERED],
         }
     };
 }
@@ -96,7 +119,7 @@ impl Thread {
     /// The id of `t` in journal `generation`, if this thread used it lately.
     #[inline]
     pub fn template(&self, generation: u32, t: &Template) -> Option<u32> {
-        let (key, tag) = self.templates[place(t)].get();
+        let (key, tag) = self.templates[place(t)].0.get();
         (tag >> 32 == generation as u64 && key == t.key()).then_some(tag as u32)
     }
 
@@ -104,7 +127,9 @@ impl Thread {
     /// allocation and free templates do not push each other out).
     #[inline]
     pub fn remember(&self, generation: u32, t: &Template, id: u32) {
-        self.templates[place(t)].set((t.key(), (generation as u64) << 32 | id as u64));
+        self.templates[place(t)]
+            .0
+            .set((t.key(), (generation as u64) << 32 | id as u64));
     }
 
     /// In a forked child: the forking thread has a new id, and its templates were the
@@ -112,8 +137,9 @@ impl Thread {
     pub fn reset_in_child(&self) {
         self.tid.set(0);
         self.stack_top.set(0);
+        self.module.set(NO_MODULE);
         for c in &self.templates {
-            c.set(NONE);
+            c.0.set(NONE);
         }
     }
 }

@@ -134,23 +134,23 @@ impl LiveBooks {
     /// allocation (one lookup for both), a VMM release, retain or map the owner and device of
     /// its handle, an unmap the handle mapped at its address.
     pub fn book(&mut self, e: &mut Event) -> Option<Delta> {
-        match e.kind() {
-            // The common case in one lookup: no stream-ordered block to look past.
-            Some(Kind::Free) if e.result == 0 && self.async_blocks.is_empty() => {
-                match self.blocks.remove(&e.addr) {
-                    Some(b) => {
-                        fill_from(e, &b);
-                        Some(self.add(&b, -1))
-                    }
-                    None => {
-                        if let Some(b) = self.host.get(&e.addr) {
-                            fill_from(e, b);
-                        }
-                        self.unknown_frees += 1;
-                        None
-                    }
+        // A free in one lookup: no stream-ordered block to look past (by tag: no table).
+        if e.kind == Kind::Free as u16 && e.result == 0 && self.async_blocks.is_empty() {
+            return match self.blocks.remove(&e.addr) {
+                Some(b) => {
+                    fill_from(e, &b);
+                    Some(self.add(&b, -1))
                 }
-            }
+                None => {
+                    if let Some(b) = self.host.get(&e.addr) {
+                        fill_from(e, b);
+                    }
+                    self.unknown_frees += 1;
+                    None
+                }
+            };
+        }
+        match e.kind() {
             Some(Kind::Free | Kind::HostFree) => {
                 if let Some(b) = self.block_at(e.addr) {
                     e.owner = b.owner as u8;
@@ -193,11 +193,11 @@ impl LiveBooks {
         if e.result != 0 {
             return None; // a failed call changed nothing
         }
-        // The two kinds of nearly every record inline into a replay's loop; the rest not.
-        match e.kind()? {
-            Kind::Alloc => self.alloc(e),
-            Kind::Free => self.free(e),
-            k => self.apply_other(k, e),
+        // Nearly every record's two kinds, by tag (no table), inline into a replay's loop.
+        match e.kind {
+            k if k == Kind::Alloc as u16 => self.alloc(e),
+            k if k == Kind::Free as u16 => self.free(e),
+            _ => self.apply_other(e.kind()?, e),
         }
     }
 

@@ -94,7 +94,7 @@ pub fn calling_module(t: &Thread, on_new: NewModule) -> (u32, ModuleClass) {
     let ip = t.entry_ip.replace(0);
     let cfa = t.entry_cfa.replace(0);
     let found = if ip > 1 {
-        match modules::module_of(ip - 1, on_new) {
+        match modules::module_of_on(t, ip - 1, on_new) {
             Some(m) if m.class != ModuleClass::Skip => Some(m),
             Some(_) => unwind::fast(ip, cfa, t.stack_top()).or_else(|| unwind::slow(on_new)),
             None => unwind::slow(on_new),
@@ -112,7 +112,7 @@ pub fn calling_module(t: &Thread, on_new: NewModule) -> (u32, ModuleClass) {
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-static OPEN_IN_PROCESS: AtomicI32 = AtomicI32::new(0);
+static OPEN_IN_PROCESS: &AtomicI32 = &crate::hot::HOT.captures_open;
 
 /// A capture began on this thread.
 pub fn capture_begun() {

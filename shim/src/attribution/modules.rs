@@ -11,6 +11,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::forksafe::ForkSafeMutex;
+use crate::thread::Thread;
 
 /// How a module's allocations are owned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +101,21 @@ pub fn lookup(ip: usize) -> Option<ModuleInfo> {
         id: ((e >> 2) & MAX_CACHED_ID as u64) as u32,
         class: ModuleClass::ALL[(e & 3) as usize],
     })
+}
+
+/// [`module_of`], first through the thread's last answer: a thread mostly allocates from
+/// one call site, and its state's first cache line is read anyway, where the table's two
+/// lines (entry, class) would be more misses after the driver call. (Answers never change:
+/// a base keeps its id; a forked child clears both.)
+#[inline]
+pub fn module_of_on(t: &Thread, ip: usize, on_new: NewModule) -> Option<ModuleInfo> {
+    let (last, m) = t.module.get();
+    if last == ip && ip != 0 {
+        return Some(m);
+    }
+    let m = module_of(ip, on_new)?;
+    t.module.set((ip, m));
+    Some(m)
 }
 
 fn remember(ip: usize, m: ModuleInfo) {

@@ -42,11 +42,11 @@ macro_rules! release {
     ($api:expr, $ty:ty, $ticket:expr, $($arg:expr),* $(,)?) => {{
         match $crate::hooks::forward::real!($api, $ty) {
             Some(f) => {
-                let t = $ticket;
+                let mut t = $ticket;
                 // SAFETY: the real function of this very signature, called with the caller's
                 // own arguments, unchanged.
                 let rc = unsafe { f($($arg),*) };
-                $crate::hooks::forward::finish(t, rc);
+                $crate::hooks::forward::finish(&mut t, rc);
                 rc
             }
             None => return $crate::hooks::forward::missing($api),
@@ -75,9 +75,9 @@ pub fn ticket(make: impl FnOnce(&Thread) -> Event) -> Option<Ticket> {
     t
 }
 
-/// After it: the record, with the call's result.
+/// After it: the record, with the call's result (the ticket stays where it is).
 #[inline(always)]
-pub fn finish(t: Option<Ticket>, rc: i32) {
+pub fn finish(t: &mut Option<Ticket>, rc: i32) {
     if let Some(t) = t {
         guard::record_on(|th| t.finish(th, rc));
     }

@@ -119,13 +119,17 @@ pub fn reserve(th: Option<&Thread>, e: &Event) -> Option<Reserved> {
 }
 
 impl Reserved {
-    /// Commits the record of `e` whose call returned `e.result`.
+    /// Commits the record of `e` whose call returned `result` (a compact success reads
+    /// nothing of `e`: its body was written before the call).
     #[inline]
-    pub fn commit(self, th: Option<&Thread>, e: &Event) {
+    pub fn commit(self, th: Option<&Thread>, e: &mut Event, result: i32) {
+        if self.compact && result == 0 {
+            self.slot.commit_word(self.word0);
+            return;
+        }
+        e.result = result;
         if !self.compact {
             commit_frame(self.slot, e, b"");
-        } else if e.result == 0 {
-            self.slot.commit_word(self.word0);
         } else {
             self.slot.cancel();
             append(th, e, b"");

@@ -17,15 +17,15 @@ pub const ENDED: u8 = 4;
 /// The next free byte of the file.
 pub static CURSOR: AtomicU64 = AtomicU64::new(0);
 /// The journal's descriptor, -1 when none.
-pub static FD: AtomicI32 = AtomicI32::new(-1);
+pub static FD: &AtomicI32 = &crate::hot::HOT.fd;
 /// One of the states above.
-pub static STATE: AtomicU8 = AtomicU8::new(CLOSED);
+pub static STATE: &AtomicU8 = &crate::hot::HOT.journal_state;
 /// Bumped whenever the journal is replaced (opened, or forgotten in a forked child): a slot
 /// reserved in another generation is never written.
-pub static GENERATION: AtomicU32 = AtomicU32::new(0);
+pub static GENERATION: &AtomicU32 = &crate::hot::HOT.generation;
 /// The journal's start (CLOCK_MONOTONIC ns, as its header says): the time base of compact
 /// records; no record is stamped earlier.
-pub static START_MONO: AtomicU64 = AtomicU64::new(0);
+pub static START_MONO: &AtomicU64 = &crate::hot::HOT.start_mono;
 
 /// True once a journal is open in this process.
 #[inline]
