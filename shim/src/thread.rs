@@ -5,8 +5,7 @@ use std::cell::Cell;
 
 use vramledger_format::compact::Template;
 
-use crate::attribution::modules::ModuleInfo;
-use crate::attribution::ModuleClass;
+use crate::attribution::modules::{ModuleClass, ModuleInfo};
 
 const NO_MODULE: (usize, ModuleInfo) = (
     0,

@@ -94,7 +94,7 @@ pub fn calling_module(t: &Thread, on_new: NewModule) -> (u32, ModuleClass) {
     let ip = t.entry_ip.replace(0);
     let cfa = t.entry_cfa.replace(0);
     let found = if ip > 1 {
-        match modules::module_of_on(t, ip - 1, on_new) {
+        match modules::module_of_on(&t.module, ip - 1, on_new) {
             Some(m) if m.class != ModuleClass::Skip => Some(m),
             Some(_) => unwind::fast(ip, cfa, t.stack_top()).or_else(|| unwind::slow(on_new)),
             None => unwind::slow(on_new),

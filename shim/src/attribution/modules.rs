@@ -6,12 +6,12 @@
 //! any lock, then the registry of modules under its lock, and fills the table. Collisions just
 //! replace an entry, so the table never grows.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::forksafe::ForkSafeMutex;
-use crate::thread::Thread;
 
 /// How a module's allocations are owned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,18 +103,22 @@ pub fn lookup(ip: usize) -> Option<ModuleInfo> {
     })
 }
 
-/// [`module_of`], first through the thread's last answer: a thread mostly allocates from
-/// one call site, and its state's first cache line is read anyway, where the table's two
-/// lines (entry, class) would be more misses after the driver call. (Answers never change:
-/// a base keeps its id; a forked child clears both.)
+/// [`module_of`], first through the thread's last answer (`last_answer`, in its state): a
+/// thread mostly allocates from one call site, and its state's first cache line is read
+/// anyway, where the table's two lines (entry, class) would be more misses after the driver
+/// call. (Answers never change: a base keeps its id; a forked child clears both.)
 #[inline]
-pub fn module_of_on(t: &Thread, ip: usize, on_new: NewModule) -> Option<ModuleInfo> {
-    let (last, m) = t.module.get();
+pub fn module_of_on(
+    last_answer: &Cell<(usize, ModuleInfo)>,
+    ip: usize,
+    on_new: NewModule,
+) -> Option<ModuleInfo> {
+    let (last, m) = last_answer.get();
     if last == ip && ip != 0 {
         return Some(m);
     }
     let m = module_of(ip, on_new)?;
-    t.module.set((ip, m));
+    last_answer.set((ip, m));
     Some(m)
 }
 
