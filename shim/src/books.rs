@@ -4,7 +4,7 @@
 //! the `live` records written at stage boundaries and failed allocations. The lock is held for
 //! a map update only; no driver call happens under it.
 
-use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
+use vramledger_format::{Event, LiveBooks, MemKind, Owner};
 
 use crate::forksafe::ForkSafeMutex;
 
@@ -14,14 +14,7 @@ static LIVE: ForkSafeMutex<LiveBooks> = ForkSafeMutex::new();
 /// it to them (`LiveBooks::book`: one lookup for a free).
 #[inline]
 pub fn book(e: &mut Event) {
-    let mut live = LIVE.lock();
-    // An allocation completes nothing: `apply` itself (what `book` would do after a table
-    // lookup of the kind, one more line for the hook to miss after its driver call).
-    if e.kind == Kind::Alloc as u16 {
-        live.apply(e);
-    } else {
-        live.book(e);
-    }
+    LIVE.lock().book(e);
 }
 
 /// Bytes held now per (device, owner, memory kind).
