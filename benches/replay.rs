@@ -98,9 +98,7 @@ fn split(n: usize, rounds: usize) {
     let ix = Index::scan(&s);
     let ns = |secs: f64| secs * 1e9 / n as f64;
     // The two walks as the CLI makes them: from the file, a part at a time, seals checked.
-    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(format!("bench-split-{}.vlj", std::process::id()));
+    let file = support::scratch_dir().join(format!("bench-split-{}.vlj", std::process::id()));
     std::fs::write(&file, &bytes).expect("bench journal");
     let f = run_replay::Stream::open(&file).expect("synthetic journal");
     // Read through the open file from now on: the name is not needed.
@@ -190,9 +188,7 @@ fn main() {
             n as f64 / secs / 1e6
         );
         // As the CLI reads a journal: from its file, a part at a time.
-        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("bench-replay-{}.vlj", std::process::id()));
+        let file = support::scratch_dir().join(format!("bench-replay-{}.vlj", std::process::id()));
         std::fs::write(&file, &bytes).expect("bench journal");
         let secs = best_of(rounds, || {
             let s = run_replay::Stream::open(&file).expect("synthetic journal");

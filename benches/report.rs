@@ -58,9 +58,7 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(PathBuf::from);
     let dir = keep.clone().unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("bench-report-{}", std::process::id()))
+        support::scratch_dir().join(format!("bench-report-{}", std::process::id()))
     });
     std::fs::create_dir_all(&dir).expect("bench folder");
     let format = if args.iter().any(|a| a == "--format1") {

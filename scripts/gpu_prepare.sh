@@ -53,6 +53,37 @@ stage_shim() {
     rm -rf "$src"
 }
 [[ -n "${BASE_REF:-}" ]] && stage_shim base "$BASE_REF"
+
+# bench_exes DIR: the paths of the replay and report benchmarks cargo builds in DIR.
+bench_exes() {
+    (cd "$1" && cargo bench --no-run --bench replay --bench report --message-format=json 2>/dev/null) |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]:
+        print(m["target"]["name"], m["executable"])'
+}
+# stage_benches DEST_DIR SRC_DIR: the two benchmark binaries of SRC_DIR's checkout, stripped.
+stage_benches() {
+    mkdir -p "$1"
+    bench_exes "$2" | while read -r name exe; do
+        cp "$exe" "$1/$name" && strip --strip-debug "$1/$name"
+    done
+}
+if [[ "${BENCH_BINS:-0}" == 1 ]]; then
+    stage_benches "$DEST/bench" "$ROOT"
+    if [[ -n "${BASE_REF:-}" ]]; then
+        # A fixed folder: the base build writes its scratch journals under its own target/.
+        src=/tmp/vramledger-benchbase
+        rm -rf "$src" && mkdir -p "$src"
+        git archive "$BASE_REF" | tar -x -C "$src"
+        (cd "$src" && CARGO_TARGET_DIR="$src/target" cargo bench --no-run --bench replay >/dev/null 2>&1)
+        stage_benches "$DEST/bench/base" "$src"
+        rm -f "$DEST/bench/base/report"
+        echo "$src/target" > "$DEST/bench/base/SCRATCH"
+        rm -rf "$src"
+    fi
+fi
 [[ -n "${PREV_REF:-}" ]] && stage_shim prev "$PREV_REF"
 
 # The device tool carries at most 64 MiB (working tree included): drop debug info from the

@@ -5,11 +5,19 @@
 pub mod run;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use vramledger_format::frame::{encode_frame, frame_len};
 use vramledger_format::memwriter::MemJournal;
 use vramledger_format::{preamble, Event, Kind};
+
+/// Where a benchmark writes its scratch journals: `$BENCH_SCRATCH` when set (the binary run on
+/// another machine, where this checkout's `target/` does not exist), else this checkout's `target/`.
+pub fn scratch_dir() -> PathBuf {
+    std::env::var_os("BENCH_SCRATCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+}
 
 fn frame(out: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     let start = out.len();

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine: the replay and report benchmarks on that host's CPU, one core, with
+# the binaries scripts/gpu_prepare.sh staged (BENCH_BINS=1) in .gpu/bench/ (built here: that
+# machine has no Rust). With .gpu/bench/base/ (BASE_REF too) both builds run, alternating.
+#
+#   bash scripts/gpu_cpu_bench.sh [OUTDIR] [ROUNDS]
+#
+# Writes cpu.txt (the host's CPU) and one log per benchmark under OUTDIR.
+set -uo pipefail
+OUTDIR=${1:-${OUT:?set OUT or give OUTDIR}}
+ROUNDS=${2:-4}
+B=$PWD/.gpu/bench
+[[ -x $B/replay ]] || { echo "gpu_cpu_bench: $B/replay missing (BENCH_BINS=1 scripts/gpu_prepare.sh)" >&2; exit 2; }
+mkdir -p "$OUTDIR"
+SCRATCH=$(mktemp -d /tmp/vl-cpu-bench.XXXXXX)
+export BENCH_SCRATCH=$SCRATCH
+# The base build predates BENCH_SCRATCH: it writes under the target/ it was built in.
+[[ -f $B/base/SCRATCH ]] && mkdir -p "$(cat "$B/base/SCRATCH")"
+{ lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L2|L3'; nproc; } > "$OUTDIR/cpu.txt" 2>&1
+cat "$OUTDIR/cpu.txt"
+# One core: the benchmarks are single-threaded; pin them so runs compare.
+pin="taskset -c 2"
+command -v taskset >/dev/null || pin=""
+for r in $(seq 1 "$ROUNDS"); do
+    for build in new base; do
+        bin=$B/replay; [[ $build == base ]] && bin=$B/base/replay
+        [[ -x $bin ]] || continue
+        echo "-- round $r $build" >> "$OUTDIR/replay-stream.log"
+        $pin "$bin" --stream >> "$OUTDIR/replay-stream.log" 2>&1
+    done
+done
+$pin "$B/replay" --split >"$OUTDIR/replay-split.log" 2>&1
+if [[ -x /usr/bin/time ]]; then
+    $pin "$B/report" 10000000 --keep "$SCRATCH/big" --cli "$PWD/.gpu/vramledger" >"$OUTDIR/report-1e7.log" 2>&1
+    $pin "$B/report" 10000000 --keep "$SCRATCH/big" --cli "$PWD/.gpu/vramledger" >>"$OUTDIR/report-1e7.log" 2>&1
+else
+    echo "no /usr/bin/time on this host: report benchmark skipped" >"$OUTDIR/report-1e7.log"
+fi
+rm -rf "$SCRATCH"
+cat "$OUTDIR/replay-stream.log" "$OUTDIR/replay-split.log" "$OUTDIR/report-1e7.log"
