@@ -41,8 +41,18 @@ fn snapshot(path: &Path, args: &[&str], out: &Path) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
+/// The JSON snapshot, which must also be in the one canonical form: what pretty-printing its
+/// own tree gives, byte for byte (every object's keys in byte order; the writer streams it).
 fn snapshot_json(path: &Path, args: &[&str], out: &Path) -> Value {
-    serde_json::from_slice(&snapshot(path, args, out)).unwrap()
+    let bytes = snapshot(path, args, out);
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    let canonical = serde_json::to_string_pretty(&v).unwrap() + "\n";
+    assert!(
+        bytes == canonical.as_bytes(),
+        "{args:?}: the snapshot is not in canonical form:\n{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    v
 }
 
 /// A journal written record by record, on a clock that advances 1 µs per record.

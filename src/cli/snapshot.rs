@@ -105,7 +105,7 @@ pub fn main(args: SnapshotArgs) -> i32 {
         );
     }
     let bytes = match args.format {
-        SnapshotFormat::Json => say::json(&output::snapshot_json::render(&snap)).into_bytes(),
+        SnapshotFormat::Json => output::snapshot_json::render(&snap),
         SnapshotFormat::MemoryViz => {
             let (bytes, notes) = output::memory_viz::render(&snap);
             for n in notes {

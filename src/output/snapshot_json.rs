@@ -1,33 +1,34 @@
 //! `vramledger snapshot --format json`: schema `vramledger.snapshot/1` (documented in
 //! docs/snapshot-schema.md). Fields may be added; none is removed or renamed without a new
 //! schema version.
+//!
+//! Written straight from the snapshot, with no `serde_json::Value` tree in between: a snapshot
+//! at the peak of a long run holds ~10^5 allocations, and a tree of them took more time and
+//! memory than the replay that found them. Every object's keys are in byte order, as
+//! `serde_json`'s `Map` writes them, so the output is what rendering a tree gave.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::ledger::OwnerBytes;
 use crate::snapshot::{
-    ContextHeld, DeviceSnapshot, Failure, Item, Point, ProcessSnapshot, Reservation, Snapshot,
-    SNAPSHOT_OWNERS,
+    ContextHeld, DeviceSnapshot, Failure, Item, Mapping, Point, ProcessSnapshot, Reservation,
+    Skipped, Snapshot, StageTotal, SNAPSHOT_OWNERS,
 };
 
 /// The schema name and version.
 pub const SCHEMA: &str = "vramledger.snapshot/1";
 
-/// The snapshot as JSON.
-pub fn render(s: &Snapshot) -> Value {
-    let stage = match &s.at {
-        crate::snapshot::At::Stage(name) => Value::from(name.as_str()),
-        _ => Value::Null,
-    };
-    json!({
-        "schema": SCHEMA,
-        "at": { "mode": s.at.mode(), "stage": stage },
-        "processes": s.processes.iter().map(process).collect::<Vec<_>>(),
-        "skipped": s.skipped.iter().map(|k| json!({
-            "journal": k.journal, "pid": k.pid, "reason": k.reason,
-        })).collect::<Vec<_>>(),
-        "warnings": s.warnings,
-    })
+/// The snapshot as pretty-printed JSON, with a final newline.
+pub fn render(s: &Snapshot) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::pretty(&mut out);
+    // Writing into memory fails only for a value that cannot be JSON; none here can.
+    if Json(s).serialize(&mut ser).is_err() {
+        out.clear();
+    }
+    out.push(b'\n');
+    out
 }
 
 /// Bytes per snapshot owner (the six keys, always all of them).
@@ -39,103 +40,213 @@ pub fn owners(b: &OwnerBytes) -> Value {
     Value::Object(m)
 }
 
-fn point(p: &Point) -> Value {
-    json!({ "events": p.events, "t_ns": p.t_ns, "stage": p.stage })
-}
+/// One value written as JSON.
+struct Json<'a, T>(&'a T);
 
-fn item(it: &Item) -> Value {
-    json!({
-        "kind": it.kind.name(),
-        "address": it.address,
-        "handle": it.handle,
-        "device": it.device,
-        "bytes": it.bytes,
-        "owner": it.owner.name(),
-        "mem": it.mem.name(),
-        "module": it.module,
-        "stage": it.stage,
-        "t_ns": it.t_ns,
-        "mappings": it.mappings.iter().map(|m| json!({
-            "address": m.address, "bytes": m.bytes, "offset": m.offset,
-        })).collect::<Vec<_>>(),
-    })
-}
+/// A list written as a JSON array, each element as `Json` writes it.
+struct List<'a, T>(&'a [T]);
 
-fn items(list: &[Item]) -> Value {
-    json!({
-        "total_bytes": list.iter().fold(0u64, |a, i| a.saturating_add(i.bytes)),
-        "allocations": list.iter().map(item).collect::<Vec<_>>(),
-    })
-}
-
-fn reservation(r: &Reservation) -> Value {
-    json!({
-        "address": r.address,
-        "bytes": r.bytes,
-        "device": r.device,
-        "owner": r.owner.name(),
-        "module": r.module,
-        "stage": r.stage,
-        "t_ns": r.t_ns,
-    })
-}
-
-fn context(c: &Option<ContextHeld>) -> Value {
-    match c {
-        Some(c) => json!({ "bytes": c.bytes, "stage": c.stage, "t_ns": c.t_ns }),
-        None => Value::Null,
+impl<'a, T> Serialize for List<'a, T>
+where
+    Json<'a, T>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(Json))
     }
 }
 
-/// A failed allocation.
-pub fn failure(f: &Failure) -> Value {
-    json!({
-        "device": f.device,
-        "requested_bytes": f.requested_bytes,
-        "owner": f.owner.name(),
-        "module": f.module,
-        "api": f.api,
-        "result": f.result,
-        "stage": f.stage,
-        "t_ns": f.t_ns,
-        "free_bytes": f.free_bytes,
-    })
+/// `{ "k": v, ... }` with the keys as given (each call lists them in byte order).
+macro_rules! object {
+    ($s:expr, { $($k:literal : $v:expr),* $(,)? }) => {{
+        let mut m = $s.serialize_map(None)?;
+        $( m.serialize_entry($k, &$v)?; )*
+        m.end()
+    }};
 }
 
-fn device(d: &DeviceSnapshot) -> Value {
-    json!({
-        "device": d.device,
-        "point": point(&d.point),
-        "peak_bytes": d.peak_bytes,
-        "total_bytes": d.total_bytes(),
-        "by_owner": owners(&d.by_owner),
-        "by_stage": d.by_stage.iter().map(|s| json!({
-            "stage": s.stage,
-            "total_bytes": s.by_owner.hooked(),
-            "by_owner": owners(&s.by_owner),
-        })).collect::<Vec<_>>(),
-        "context": context(&d.context),
-        "free_bytes": d.free_bytes,
-        "allocations": d.allocations.iter().map(item).collect::<Vec<_>>(),
-    })
+fn total<T>(list: &[T], bytes: impl Fn(&T) -> u64) -> u64 {
+    list.iter().fold(0u64, |a, x| a.saturating_add(bytes(x)))
 }
 
-fn process(p: &ProcessSnapshot) -> Value {
-    json!({
-        "journal": p.journal,
-        "host": p.host,
-        "pid": p.pid,
-        "run_id": p.run_id,
-        "rank": p.rank,
-        "point": point(&p.point),
-        "oom": p.oom.as_ref().map(failure),
-        "devices": p.devices.iter().map(device).collect::<Vec<_>>(),
-        "host_pinned": items(&p.host_pinned),
-        "managed": items(&p.managed),
-        "peer": items(&p.peer),
-        "virtual_reserved": {
-            "total_bytes": p.reservations.iter().fold(0u64, |a, r| a.saturating_add(r.bytes)),
-            "reservations": p.reservations.iter().map(reservation).collect::<Vec<_>>(),
-        },
-    })
+impl Serialize for Json<'_, Snapshot> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let snap = self.0;
+        let stage = match &snap.at {
+            crate::snapshot::At::Stage(name) => Some(name.as_str()),
+            _ => None,
+        };
+        object!(s, {
+            "at": json!({ "mode": snap.at.mode(), "stage": stage }),
+            "processes": List(&snap.processes),
+            "schema": SCHEMA,
+            "skipped": List(&snap.skipped),
+            "warnings": snap.warnings,
+        })
+    }
+}
+
+impl Serialize for Json<'_, Skipped> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let k = self.0;
+        object!(s, { "journal": k.journal, "pid": k.pid, "reason": k.reason })
+    }
+}
+
+/// [`owners`] without the tree: the six keys in byte order.
+struct Owners<'a>(&'a OwnerBytes);
+
+impl Serialize for Owners<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut names = SNAPSHOT_OWNERS;
+        names.sort_unstable_by_key(|o| o.name());
+        let mut m = s.serialize_map(Some(names.len()))?;
+        for o in names {
+            m.serialize_entry(o.name(), &self.0.get(o))?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Json<'_, Point> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.0;
+        object!(s, { "events": p.events, "stage": p.stage, "t_ns": p.t_ns })
+    }
+}
+
+impl Serialize for Json<'_, Item> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let it = self.0;
+        object!(s, {
+            "address": it.address,
+            "bytes": it.bytes,
+            "device": it.device,
+            "handle": it.handle,
+            "kind": it.kind.name(),
+            "mappings": List(&it.mappings),
+            "mem": it.mem.name(),
+            "module": it.module,
+            "owner": it.owner.name(),
+            "stage": it.stage,
+            "t_ns": it.t_ns,
+        })
+    }
+}
+
+impl Serialize for Json<'_, Mapping> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        object!(s, { "address": m.address, "bytes": m.bytes, "offset": m.offset })
+    }
+}
+
+/// A process's list of one kind of memory, with its sum.
+struct Items<'a>(&'a [Item]);
+
+impl Serialize for Items<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        object!(s, {
+            "allocations": List(self.0),
+            "total_bytes": total(self.0, |i| i.bytes),
+        })
+    }
+}
+
+impl Serialize for Json<'_, Reservation> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.0;
+        object!(s, {
+            "address": r.address,
+            "bytes": r.bytes,
+            "device": r.device,
+            "module": r.module,
+            "owner": r.owner.name(),
+            "stage": r.stage,
+            "t_ns": r.t_ns,
+        })
+    }
+}
+
+impl Serialize for Json<'_, ContextHeld> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let c = self.0;
+        object!(s, { "bytes": c.bytes, "stage": c.stage, "t_ns": c.t_ns })
+    }
+}
+
+impl Serialize for Json<'_, Failure> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let f = self.0;
+        object!(s, {
+            "api": f.api,
+            "device": f.device,
+            "free_bytes": f.free_bytes,
+            "module": f.module,
+            "owner": f.owner.name(),
+            "requested_bytes": f.requested_bytes,
+            "result": f.result,
+            "stage": f.stage,
+            "t_ns": f.t_ns,
+        })
+    }
+}
+
+impl Serialize for Json<'_, StageTotal> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        object!(s, {
+            "by_owner": Owners(&t.by_owner),
+            "stage": t.stage,
+            "total_bytes": t.by_owner.hooked(),
+        })
+    }
+}
+
+impl Serialize for Json<'_, DeviceSnapshot> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = self.0;
+        object!(s, {
+            "allocations": List(&d.allocations),
+            "by_owner": Owners(&d.by_owner),
+            "by_stage": List(&d.by_stage),
+            "context": d.context.as_ref().map(Json),
+            "device": d.device,
+            "free_bytes": d.free_bytes,
+            "peak_bytes": d.peak_bytes,
+            "point": Json(&d.point),
+            "total_bytes": d.total_bytes(),
+        })
+    }
+}
+
+/// A process's virtual address reservations, with their sum.
+struct Reserved<'a>(&'a [Reservation]);
+
+impl Serialize for Reserved<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        object!(s, {
+            "reservations": List(self.0),
+            "total_bytes": total(self.0, |r| r.bytes),
+        })
+    }
+}
+
+impl Serialize for Json<'_, ProcessSnapshot> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.0;
+        object!(s, {
+            "devices": List(&p.devices),
+            "host": p.host,
+            "host_pinned": Items(&p.host_pinned),
+            "journal": p.journal,
+            "managed": Items(&p.managed),
+            "oom": p.oom.as_ref().map(Json),
+            "peer": Items(&p.peer),
+            "pid": p.pid,
+            "point": Json(&p.point),
+            "rank": p.rank,
+            "run_id": p.run_id,
+            "virtual_reserved": Reserved(&p.reservations),
+        })
+    }
 }
