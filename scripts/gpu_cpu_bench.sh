@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine: the replay and report benchmarks on that host's CPU, one core, with
 # the binaries scripts/gpu_prepare.sh staged (BENCH_BINS=1) in .gpu/bench/ (built here: that
-# machine has no Rust). With .gpu/bench/base/ (BASE_REF too) both builds run, alternating.
+# machine has no Rust). With .gpu/bench/base/ (BASE_REF too) both builds run, alternating: the
+# replay benchmarks, and the verbs of both CLIs on the same events (BASE_FORMAT=1, the default:
+# the base reads format 1, as before issue 15; BASE_FORMAT=2 for a base that reads format 2).
 #
-#   bash scripts/gpu_cpu_bench.sh [OUTDIR] [ROUNDS]
+#   [BASE_FORMAT=1|2] bash scripts/gpu_cpu_bench.sh [OUTDIR] [ROUNDS]
 #
 # Writes cpu.txt (the host's CPU) and one log per benchmark under OUTDIR.
 set -uo pipefail
@@ -32,8 +34,19 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 $pin "$B/replay" --split >"$OUTDIR/replay-split.log" 2>&1
 if [[ -x /usr/bin/time ]]; then
+    # With the base's CLI: the same 10^7 events, each CLI on the journal format its own shim
+    # wrote (format 1 before issue 15), the two alternated.
+    base_cli=$B/base/vramledger
     for r in 1 2; do
+        echo "-- round $r new (format 2)" >>"$OUTDIR/report-1e7.log"
         "$B/report" 10000000 --keep "$SCRATCH/big" --cli "$PWD/.gpu/vramledger" >>"$OUTDIR/report-1e7.log" 2>&1
+        if [[ -x $base_cli && ${BASE_FORMAT:-1} == 1 ]]; then
+            echo "-- round $r base (format 1)" >>"$OUTDIR/report-1e7.log"
+            "$B/report" 10000000 --format1 --keep "$SCRATCH/big" --cli "$base_cli" >>"$OUTDIR/report-1e7.log" 2>&1
+        elif [[ -x $base_cli ]]; then
+            echo "-- round $r base (format 2)" >>"$OUTDIR/report-1e7.log"
+            "$B/report" 10000000 --keep "$SCRATCH/big" --cli "$base_cli" >>"$OUTDIR/report-1e7.log" 2>&1
+        fi
     done
 else
     echo "no /usr/bin/time on this host: report benchmark skipped" >"$OUTDIR/report-1e7.log"

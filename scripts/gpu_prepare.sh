@@ -54,32 +54,41 @@ stage_shim() {
 }
 [[ -n "${BASE_REF:-}" ]] && stage_shim base "$BASE_REF"
 
-# bench_exes DIR: the paths of the replay and report benchmarks cargo builds in DIR.
+# bench_exes DIR BENCH...: the names and paths of those benchmarks, as cargo builds them in DIR.
 bench_exes() {
-    (cd "$1" && cargo bench --no-run --bench replay --bench report --message-format=json 2>/dev/null) |
+    local dir=$1
+    shift
+    (cd "$dir" && cargo bench --no-run "${@/#/--bench=}" --message-format=json 2>/dev/null) |
         python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]:
         print(m["target"]["name"], m["executable"])'
 }
-# stage_benches DEST_DIR SRC_DIR: the two benchmark binaries of SRC_DIR's checkout, stripped.
+# stage_benches DEST_DIR SRC_DIR BENCH...: those benchmarks of SRC_DIR's checkout, stripped.
 stage_benches() {
-    mkdir -p "$1"
-    bench_exes "$2" | while read -r name exe; do
-        cp "$exe" "$1/$name" && strip --strip-debug "$1/$name"
+    local dest=$1 src=$2
+    shift 2
+    mkdir -p "$dest"
+    bench_exes "$src" "$@" | while read -r name exe; do
+        cp "$exe" "$dest/$name" && strip --strip-debug "$dest/$name"
     done
 }
 if [[ "${BENCH_BINS:-0}" == 1 ]]; then
-    stage_benches "$DEST/bench" "$ROOT"
+    stage_benches "$DEST/bench" "$ROOT" replay report
     if [[ -n "${BASE_REF:-}" ]]; then
         # A fixed folder: the base build writes its scratch journals under its own target/.
         src=/tmp/vramledger-benchbase
         rm -rf "$src" && mkdir -p "$src"
         git archive "$BASE_REF" | tar -x -C "$src"
-        (cd "$src" && CARGO_TARGET_DIR="$src/target" cargo bench --no-run --bench replay >/dev/null 2>&1)
-        stage_benches "$DEST/bench/base" "$src"
-        rm -f "$DEST/bench/base/report"
+        # The report benchmark may be newer than that ref: the one staged above times its CLI.
+        stage_benches "$DEST/bench/base" "$src" replay
+        # That ref's CLI too: the report benchmark times it on the same events
+        # (scripts/gpu_cpu_bench.sh), in the journal format of its own shim.
+        (cd "$src" && CARGO_TARGET_DIR="$src/target" cargo build --release --bin vramledger >/dev/null 2>&1)
+        cp "$src/target/release/vramledger" "$DEST/bench/base/vramledger"
+        strip --strip-debug "$DEST/bench/base/vramledger"
+        echo "bench_base_ref=$BASE_REF $(git rev-parse "$BASE_REF")" > "$DEST/bench/base/BUILD_INFO"
         echo "$src/target" > "$DEST/bench/base/SCRATCH"
         rm -rf "$src"
     fi
