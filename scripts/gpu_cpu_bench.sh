@@ -22,7 +22,7 @@ export BENCH_SCRATCH=$SCRATCH
 cat "$OUTDIR/cpu.txt"
 # The replay's goal is for one core: pin it so runs compare. The verbs are not pinned (`diff`
 # replays its two sides on two threads).
-pin="taskset -c 2"
+pin="taskset -c $(( $(nproc) - 1 ))"
 command -v taskset >/dev/null || pin=""
 for r in $(seq 1 "$ROUNDS"); do
     for build in new base; do
