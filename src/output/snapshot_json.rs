@@ -64,7 +64,7 @@ macro_rules! object {
     }};
 }
 
-fn total<T>(list: &[T], bytes: impl Fn(&T) -> u64) -> u64 {
+fn total<T>(list: &[T], bytes: fn(&T) -> u64) -> u64 {
     list.iter().fold(0u64, |a, x| a.saturating_add(bytes(x)))
 }
 
@@ -140,15 +140,31 @@ impl Serialize for Json<'_, Mapping> {
     }
 }
 
-/// A process's list of one kind of memory, with its sum.
-struct Items<'a>(&'a [Item]);
+/// A process's list of one kind of memory under `key`, with its sum (`key` sorts before
+/// `total_bytes`).
+struct Summed<'a, T> {
+    key: &'static str,
+    list: &'a [T],
+    bytes: fn(&T) -> u64,
+}
 
-impl Serialize for Items<'_> {
+impl<'a, T> Serialize for Summed<'a, T>
+where
+    Json<'a, T>: Serialize,
+{
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        object!(s, {
-            "allocations": List(self.0),
-            "total_bytes": total(self.0, |i| i.bytes),
-        })
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry(self.key, &List(self.list))?;
+        m.serialize_entry("total_bytes", &total(self.list, self.bytes))?;
+        m.end()
+    }
+}
+
+fn items(list: &[Item]) -> Summed<'_, Item> {
+    Summed {
+        key: "allocations",
+        list,
+        bytes: |i| i.bytes,
     }
 }
 
@@ -219,34 +235,26 @@ impl Serialize for Json<'_, DeviceSnapshot> {
     }
 }
 
-/// A process's virtual address reservations, with their sum.
-struct Reserved<'a>(&'a [Reservation]);
-
-impl Serialize for Reserved<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        object!(s, {
-            "reservations": List(self.0),
-            "total_bytes": total(self.0, |r| r.bytes),
-        })
-    }
-}
-
 impl Serialize for Json<'_, ProcessSnapshot> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let p = self.0;
         object!(s, {
             "devices": List(&p.devices),
             "host": p.host,
-            "host_pinned": Items(&p.host_pinned),
+            "host_pinned": items(&p.host_pinned),
             "journal": p.journal,
-            "managed": Items(&p.managed),
+            "managed": items(&p.managed),
             "oom": p.oom.as_ref().map(Json),
-            "peer": Items(&p.peer),
+            "peer": items(&p.peer),
             "pid": p.pid,
             "point": Json(&p.point),
             "rank": p.rank,
             "run_id": p.run_id,
-            "virtual_reserved": Reserved(&p.reservations),
+            "virtual_reserved": Summed {
+                key: "reservations",
+                list: &p.reservations,
+                bytes: |r| r.bytes,
+            },
         })
     }
 }
