@@ -14,6 +14,9 @@
 #   bash scripts/gpu_session.sh engines [OUTDIR]   the real vLLM lane (check, record) and metrics
 #                                                  scraped while vLLM starts
 #   bash scripts/gpu_session.sh ab BUDGET_S [OUTDIR]  the vLLM overhead A/B for BUDGET_S seconds
+#   bash scripts/gpu_session.sh cpu [OUTDIR]       the replay and report benchmarks on the host's
+#                                                  CPU (~2-4 min; BENCH_BINS=1 scripts/gpu_prepare.sh
+#                                                  stages them; with BASE_REF, that ref's side by side)
 #   bash scripts/gpu_session.sh tap [OUTDIR]       after a change to the tap only (~2 min): the
 #                                                  shim's safety checks, the SGLang-shaped books,
 #                                                  the tap against .gpu/prev (PREV_REF), by line
@@ -23,7 +26,7 @@
 # Calls that follow each other on a warm machine share /tmp (compile caches, the A/B state).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-PART=${1:?engines, torch, tap or ab}; shift
+PART=${1:?engines, torch, cpu, tap or ab}; shift
 BUDGET=0
 if [[ $PART == ab ]]; then BUDGET=${1:?ab needs a budget in seconds}; shift; fi
 OUTDIR=${1:-${OUT:?set OUT or give OUTDIR}}
@@ -80,12 +83,15 @@ tap)
             step tap-lengths 120 bash scripts/bench_tap.sh .gpu/libvramledger.so .gpu/prev/libvramledger.so
     fi
     ;;
+cpu)
+    step cpu-bench 420 bash scripts/gpu_cpu_bench.sh "$W/cpu" 4
+    ;;
 ab)
     step ab $((BUDGET + 90)) bash scripts/gpu_engines.sh ab --budget-s "$BUDGET"
     cat "$W/ab.log" | tail -20 | tee -a "$S"
     ;;
 *)
-    echo "gpu_session: unknown part '$PART' (engines, torch, tap or ab)" >&2
+    echo "gpu_session: unknown part '$PART' (engines, torch, cpu, tap or ab)" >&2
     exit 2
     ;;
 esac
