@@ -267,7 +267,7 @@ fn pipeline(bytes: &[u8]) -> bool {
     let _ = output::html::render(&books, &timelines, Units::Gib);
     for at in [At::End, At::Peak, At::Oom, At::Stage("kv_pool".into())] {
         if let Ok(s) = snapshot::take(&js, &at) {
-            let json = output::snapshot_json::render(&s);
+            let json = output::snapshot_json::render(&s).expect("snapshot JSON");
             let tree: serde_json::Value = serde_json::from_slice(&json).expect("snapshot JSON");
             let canonical = serde_json::to_string_pretty(&tree).expect("JSON") + "\n";
             assert!(json == canonical.as_bytes(), "snapshot JSON not canonical");

@@ -105,7 +105,10 @@ pub fn main(args: SnapshotArgs) -> i32 {
         );
     }
     let bytes = match args.format {
-        SnapshotFormat::Json => output::snapshot_json::render(&snap),
+        SnapshotFormat::Json => match output::snapshot_json::render(&snap) {
+            Ok(bytes) => bytes,
+            Err(e) => return fail(e),
+        },
         SnapshotFormat::MemoryViz => {
             let (bytes, notes) = output::memory_viz::render(&snap);
             for n in notes {

@@ -19,16 +19,16 @@ use crate::snapshot::{
 /// The schema name and version.
 pub const SCHEMA: &str = "vramledger.snapshot/1";
 
-/// The snapshot as pretty-printed JSON, with a final newline.
-pub fn render(s: &Snapshot) -> Vec<u8> {
+/// The snapshot as pretty-printed JSON, with a final newline. Writing into memory fails only
+/// for a value JSON cannot hold (none here can); the error says so rather than half a file.
+pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::pretty(&mut out);
-    // Writing into memory fails only for a value that cannot be JSON; none here can.
-    if Json(s).serialize(&mut ser).is_err() {
-        out.clear();
-    }
+    Json(s)
+        .serialize(&mut ser)
+        .map_err(|e| format!("the snapshot could not be written as JSON: {e}"))?;
     out.push(b'\n');
-    out
+    Ok(out)
 }
 
 /// Bytes per snapshot owner (the six keys, always all of them).
