@@ -315,9 +315,20 @@ impl LiveBooks {
                 let end = e.addr.saturating_add(e.size.max(1));
                 let mut out: Option<Delta> = None;
                 let mut unmapped = false;
-                while let Some((&addr, &(handle, _))) = self.mappings.range(e.addr..end).next() {
+                // Lowest first, no list per event; each mapping's successor is read in the
+                // search that found it (one search an unmap of one mapping, not two).
+                let in_range = |(&a, &(h, _)): (&u64, &(u64, u64))| (a < end).then_some((a, h));
+                let mut it = self.mappings.range(e.addr..);
+                let mut at = it.next().and_then(in_range);
+                let mut after = it.next().and_then(in_range);
+                while let Some((addr, handle)) = at {
                     unmapped = true;
-                    self.mappings.remove(&addr); // lowest first, no list per event
+                    self.mappings.remove(&addr);
+                    at = after;
+                    after = match at {
+                        Some((a, _)) => self.mappings.range(a..).nth(1).and_then(in_range),
+                        None => None,
+                    };
                     let drop = match self.handles.get_mut(&handle) {
                         Some(p) => {
                             p.maps = p.maps.saturating_sub(1);

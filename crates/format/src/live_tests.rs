@@ -289,3 +289,22 @@ fn host_memory_taken_again_at_a_live_address_replaces_it() {
     );
     assert_eq!(b.held(-1, Owner::Torch, MemKind::HostPinned), 0);
 }
+
+/// An unmap takes every mapping from its address up to (not including) its end, however
+/// many, and leaves those just before and at the end.
+#[test]
+fn an_unmap_takes_the_mappings_in_its_range_only() {
+    let mut b = LiveBooks::new();
+    let mb = 1u64 << 20;
+    for h in 1..=5u64 {
+        b.apply(&ev(Kind::VmmCreate, 0, mb, h, Owner::Torch));
+        b.apply(&ev(Kind::VmmMap, h * mb, mb, h, Owner::None));
+        b.apply(&ev(Kind::VmmRelease, 0, 0, h, Owner::None));
+    }
+    let d = b.apply(&ev(Kind::VmmUnmap, 2 * mb, 3 * mb, 0, Owner::None));
+    assert_eq!(d.map(|d| d.bytes), Some(-3 * mb as i64));
+    assert_eq!(b.dropped(), [2, 3, 4]);
+    let left: Vec<_> = b.mappings().map(|(addr, h, _)| (addr, h)).collect();
+    assert_eq!(left, [(mb, 1), (5 * mb, 5)]);
+    assert_eq!(b.unknown_frees, 0);
+}
