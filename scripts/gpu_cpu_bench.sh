@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine: the replay and report benchmarks on that host's CPU, one core, with
+# Runs ON the GPU machine: the replay and report benchmarks on that host's CPU (the replay on one
+# pinned core, the verbs unpinned), with
 # the binaries scripts/gpu_prepare.sh staged (BENCH_BINS=1) in .gpu/bench/ (built here: that
 # machine has no Rust). With .gpu/bench/base/ (BASE_REF too) both builds run, alternating: the
 # replay benchmarks, and the verbs of both CLIs on the same events (BASE_FORMAT=1, the default:
@@ -37,15 +38,15 @@ if [[ -x /usr/bin/time ]]; then
     # With the base's CLI: the same 10^7 events, each CLI on the journal format its own shim
     # wrote (format 1 before issue 15), the two alternated.
     base_cli=$B/base/vramledger
+    base_format=${BASE_FORMAT:-1}
+    base_flag=()
+    [[ $base_format == 1 ]] && base_flag=(--format1)
     for r in 1 2; do
         echo "-- round $r new (format 2)" >>"$OUTDIR/report-1e7.log"
         "$B/report" 10000000 --keep "$SCRATCH/big" --cli "$PWD/.gpu/vramledger" >>"$OUTDIR/report-1e7.log" 2>&1
-        if [[ -x $base_cli && ${BASE_FORMAT:-1} == 1 ]]; then
-            echo "-- round $r base (format 1)" >>"$OUTDIR/report-1e7.log"
-            "$B/report" 10000000 --format1 --keep "$SCRATCH/big" --cli "$base_cli" >>"$OUTDIR/report-1e7.log" 2>&1
-        elif [[ -x $base_cli ]]; then
-            echo "-- round $r base (format 2)" >>"$OUTDIR/report-1e7.log"
-            "$B/report" 10000000 --keep "$SCRATCH/big" --cli "$base_cli" >>"$OUTDIR/report-1e7.log" 2>&1
+        if [[ -x $base_cli ]]; then
+            echo "-- round $r base (format $base_format)" >>"$OUTDIR/report-1e7.log"
+            "$B/report" 10000000 "${base_flag[@]}" --keep "$SCRATCH/big" --cli "$base_cli" >>"$OUTDIR/report-1e7.log" 2>&1
         fi
     done
 else

@@ -8,7 +8,7 @@
 //! `serde_json`'s `Map` writes them, so the output is what rendering a tree gave.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::ledger::OwnerBytes;
 use crate::snapshot::{
@@ -31,13 +31,11 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Bytes per snapshot owner (the six keys, always all of them).
+/// Bytes per snapshot owner (the six keys, always all of them), as a tree (for the Perfetto
+/// trace, which builds one): what [`Owners`] writes.
 pub fn owners(b: &OwnerBytes) -> Value {
-    let m: Map<String, Value> = SNAPSHOT_OWNERS
-        .iter()
-        .map(|&o| (o.name().to_string(), json!(b.get(o))))
-        .collect();
-    Value::Object(m)
+    // Six integers under string keys: nothing in them can fail to be a JSON value.
+    serde_json::to_value(Owners(b)).unwrap_or(Value::Null)
 }
 
 /// One value written as JSON.
@@ -92,7 +90,7 @@ impl Serialize for Json<'_, Skipped> {
     }
 }
 
-/// [`owners`] without the tree: the six keys in byte order.
+/// Bytes per snapshot owner: the six keys, in byte order.
 struct Owners<'a>(&'a OwnerBytes);
 
 impl Serialize for Owners<'_> {
