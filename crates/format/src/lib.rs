@@ -28,6 +28,7 @@
 //! (`crc32fast`, for the block checksums).
 
 mod addr_hash;
+pub mod addr_table;
 pub mod api;
 pub mod block;
 pub mod compact;

@@ -14,10 +14,10 @@
 //! It never allocates per event beyond its maps, never panics on odd sequences (an
 //! unknown free is ignored and counted), and knows nothing about stages.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
+use std::collections::BTreeMap;
 
 pub use crate::addr_hash::AddrHasher;
+use crate::addr_table::AddrTable;
 use crate::record::{Event, Kind, MemKind, Owner};
 use crate::Api;
 
@@ -60,25 +60,36 @@ struct Block {
     module: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// What a free slot of an [`AddrTable`] holds (never read).
+impl Default for Block {
+    fn default() -> Self {
+        Block {
+            device: -1,
+            size: 0,
+            owner: Owner::None,
+            mem: MemKind::Device,
+            module: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
 struct Phys {
     block: Block,
     refs: u32,
     maps: u32,
 }
 
-type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
-
 /// Physical state replayed from events.
 #[derive(Debug, Default, Clone)]
 pub struct LiveBooks {
-    blocks: AddrMap<Block>,
-    async_blocks: AddrMap<Block>,
-    handles: AddrMap<Phys>,
+    blocks: AddrTable<Block>,
+    async_blocks: AddrTable<Block>,
+    handles: AddrTable<Phys>,
     mappings: BTreeMap<u64, (u64, u64)>,
     reservations: BTreeMap<u64, (u64, i32)>,
-    host: AddrMap<Block>,
-    pools: AddrMap<Block>,
+    host: AddrTable<Block>,
+    pools: AddrTable<Block>,
     totals: Totals,
     /// Frees, releases and unmaps of things these books never saw allocated.
     pub unknown_frees: u64,
@@ -141,13 +152,13 @@ impl LiveBooks {
         }
         // A free in one lookup: no stream-ordered block to look past (by tag: no table).
         if e.kind == Kind::Free as u16 && e.result == 0 && self.async_blocks.is_empty() {
-            return match self.blocks.remove(&e.addr) {
+            return match self.blocks.remove(e.addr) {
                 Some(b) => {
                     fill_from(e, &b);
                     Some(self.add(&b, -1))
                 }
                 None => {
-                    if let Some(b) = self.host.get(&e.addr) {
+                    if let Some(b) = self.host.get(e.addr) {
                         fill_from(e, b);
                     }
                     self.unknown_frees += 1;
@@ -239,10 +250,10 @@ impl LiveBooks {
     #[inline(always)]
     fn free(&mut self, e: &Event) -> Option<Delta> {
         // (No stream-ordered block: no lookup.)
-        if !self.async_blocks.is_empty() && self.async_blocks.remove(&e.addr).is_some() {
+        if !self.async_blocks.is_empty() && self.async_blocks.remove(e.addr).is_some() {
             return None;
         }
-        match self.blocks.remove(&e.addr) {
+        match self.blocks.remove(e.addr) {
             Some(b) => Some(self.add(&b, -1)),
             None => {
                 self.unknown_frees += 1;
@@ -276,14 +287,14 @@ impl LiveBooks {
                 if e.kind() == Some(Kind::VmmImport) && e.addr != 0 {
                     // IPC opens map the peer memory at once.
                     self.mappings.insert(e.addr, (e.handle, e.size));
-                    if let Some(p) = self.handles.get_mut(&e.handle) {
+                    if let Some(p) = self.handles.get_mut(e.handle) {
                         p.maps += 1;
                     }
                 }
                 Some(self.add(&b, 1))
             }
             Kind::VmmRetain => {
-                match self.handles.get_mut(&e.handle) {
+                match self.handles.get_mut(e.handle) {
                     Some(p) => p.refs = p.refs.saturating_add(1),
                     None => self.unknown_frees += 1,
                 }
@@ -291,7 +302,7 @@ impl LiveBooks {
             }
             Kind::VmmRelease => {
                 self.dropped.clear();
-                let drop = match self.handles.get_mut(&e.handle) {
+                let drop = match self.handles.get_mut(e.handle) {
                     Some(p) => {
                         p.refs = p.refs.saturating_sub(1);
                         p.refs == 0 && p.maps == 0
@@ -305,7 +316,7 @@ impl LiveBooks {
             }
             Kind::VmmMap => {
                 self.mappings.insert(e.addr, (e.handle, e.size));
-                if let Some(p) = self.handles.get_mut(&e.handle) {
+                if let Some(p) = self.handles.get_mut(e.handle) {
                     p.maps = p.maps.saturating_add(1);
                 }
                 None
@@ -329,7 +340,7 @@ impl LiveBooks {
                         Some((a, _)) => self.mappings.range(a..).nth(1).and_then(in_range),
                         None => None,
                     };
-                    let drop = match self.handles.get_mut(&handle) {
+                    let drop = match self.handles.get_mut(handle) {
                         Some(p) => {
                             p.maps = p.maps.saturating_sub(1);
                             if e.kind() == Some(Kind::IpcClose) {
@@ -378,7 +389,7 @@ impl LiveBooks {
                 let old = self.host.insert(e.addr, b);
                 Some(self.taken(old, &b))
             }
-            Kind::HostFree => match self.host.remove(&e.addr) {
+            Kind::HostFree => match self.host.remove(e.addr) {
                 Some(b) => Some(self.add(&b, -1)),
                 None => {
                     self.unknown_frees += 1;
@@ -407,7 +418,7 @@ impl LiveBooks {
                 })
             }
             Kind::PoolDestroy => {
-                let old = self.pools.remove(&e.handle)?;
+                let old = self.pools.remove(e.handle)?;
                 Some(self.add(&old, -1))
             }
             _ => None,
@@ -418,7 +429,7 @@ impl LiveBooks {
         if !drop {
             return None;
         }
-        let p = self.handles.remove(&handle)?;
+        let p = self.handles.remove(handle)?;
         self.dropped.push(handle);
         Some(self.add(&p.block, -1))
     }

@@ -41,9 +41,9 @@ impl LiveBooks {
     /// The live allocation at `addr` (cuMemAlloc family, stream-ordered, or pinned host).
     pub fn block_at(&self, addr: u64) -> Option<LiveBlock> {
         self.blocks
-            .get(&addr)
-            .or_else(|| self.async_blocks.get(&addr))
-            .or_else(|| self.host.get(&addr))
+            .get(addr)
+            .or_else(|| self.async_blocks.get(addr))
+            .or_else(|| self.host.get(addr))
             .map(|b| LiveBlock {
                 owner: b.owner,
                 size: b.size,
@@ -56,7 +56,7 @@ impl LiveBooks {
     /// The owner, size and device of a live VMM handle.
     pub fn handle_info(&self, handle: u64) -> Option<(Owner, u64, i32)> {
         self.handles
-            .get(&handle)
+            .get(handle)
             .map(|p| (p.block.owner, p.block.size, p.block.device))
     }
 
@@ -69,10 +69,10 @@ impl LiveBooks {
     /// `(address or handle, is_vmm, device, owner, mem, size, module)`.
     pub fn live_items(&self) -> Vec<(u64, bool, i32, Owner, MemKind, u64, u32)> {
         let mut out = Vec::with_capacity(self.blocks.len() + self.handles.len());
-        for (&a, b) in &self.blocks {
+        for (a, b) in self.blocks.iter() {
             out.push((a, false, b.device, b.owner, b.mem, b.size, b.module));
         }
-        for (&h, p) in &self.handles {
+        for (h, p) in self.handles.iter() {
             let b = p.block;
             out.push((h, true, b.device, b.owner, b.mem, b.size, b.module));
         }
