@@ -4,9 +4,9 @@
 //! Open addressing with linear probing, kept at most half full, and deletion by backward
 //! shift, so churn leaves no tombstones and probes never lengthen with age. It halves itself
 //! once an eighth full, so a table grown for a past peak (weights loaded, then freed) does not
-//! spread today's few blocks over memory no cache holds: on the 10^7-record bench run (10^5
-//! blocks live after the weights, a few thousand while serving) `report` took 0.59–0.61 s
-//! against 0.71–0.76 s with `HashMap`, which never shrinks.
+//! spread today's few blocks over memory no cache holds (`HashMap` never shrinks: on the
+//! 10^7-record bench run, 10^5 blocks live after the weights and a few thousand while serving,
+//! `report` took a quarter longer with it; BENCHMARKS.md, issue 15's eighth round).
 
 /// A key's home slot: the high bits of a Fibonacci product (every key bit reaches them;
 /// addresses' zero low bits, from alignment, do not matter).
