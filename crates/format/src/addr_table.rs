@@ -25,7 +25,7 @@ pub struct AddrTable<V> {
     slots: Vec<(u64, V)>,
     /// The value at key 0.
     zero: Option<V>,
-    /// Entries in `keys` (key 0 not counted).
+    /// Entries in `slots` (key 0 not counted).
     used: usize,
     /// `64 - log2(slots)`.
     shift: u32,
