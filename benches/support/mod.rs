@@ -11,12 +11,19 @@ use vramledger_format::frame::{encode_frame, frame_len};
 use vramledger_format::memwriter::MemJournal;
 use vramledger_format::{preamble, Event, Kind};
 
-/// Where a benchmark writes its scratch journals: `$BENCH_SCRATCH` when set (the binary run on
-/// another machine, where this checkout's `target/` does not exist), else this checkout's `target/`.
+/// Where a benchmark writes its scratch journals: `$BENCH_SCRATCH` when set, else this
+/// checkout's `target/`, else (the binary copied to another machine, where that `target/` does
+/// not exist) the system's temporary folder.
 pub fn scratch_dir() -> PathBuf {
-    std::env::var_os("BENCH_SCRATCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+    if let Some(dir) = std::env::var_os("BENCH_SCRATCH") {
+        return PathBuf::from(dir);
+    }
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    if target.is_dir() {
+        target
+    } else {
+        std::env::temp_dir()
+    }
 }
 
 fn frame(out: &mut Vec<u8>, kind: u16, payload: &[u8]) {
