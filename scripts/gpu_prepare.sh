@@ -41,18 +41,19 @@ done
 find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
 find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
 
-# stage_shim NAME REF: the shim of git ref REF as .gpu/NAME/libvramledger.so.
+# ref_tree REF DIR: git ref REF's files in DIR, made afresh.
+ref_tree() {
+    rm -rf "$2" && mkdir -p "$2"
+    git archive "$1" | tar -x -C "$2"
+}
+# stage_shim NAME REF SRC: the shim of git ref REF (its files in SRC) as .gpu/NAME/libvramledger.so.
 stage_shim() {
-    local name=$1 ref=$2 src
-    src="$(mktemp -d /tmp/vramledger-$name.XXXXXX)"
-    git archive "$ref" | tar -x -C "$src"
+    local name=$1 ref=$2 src=$3
     (cd "$src" && CARGO_TARGET_DIR="$src/target" cargo build --release -p vramledger-shim)
     mkdir -p "$DEST/$name"
     cp "$src/target/release/libvramledger.so" "$DEST/$name/libvramledger.so"
     echo "${name}_ref=$ref $(git rev-parse "$ref")" > "$DEST/$name/BUILD_INFO"
-    rm -rf "$src"
 }
-[[ -n "${BASE_REF:-}" ]] && stage_shim base "$BASE_REF"
 
 # bench_exes DIR BENCH...: the names and paths of those benchmarks, as cargo builds them in DIR.
 bench_exes() {
@@ -74,13 +75,14 @@ stage_benches() {
         cp "$exe" "$dest/$name" && strip --strip-debug "$dest/$name"
     done
 }
-if [[ "${BENCH_BINS:-0}" == 1 ]]; then
-    stage_benches "$DEST/bench" "$ROOT" replay report
-    if [[ -n "${BASE_REF:-}" ]]; then
-        # A fixed folder: the base build writes its scratch journals under its own target/.
-        src=/tmp/vramledger-benchbase
-        rm -rf "$src" && mkdir -p "$src"
-        git archive "$BASE_REF" | tar -x -C "$src"
+[[ "${BENCH_BINS:-0}" == 1 ]] && stage_benches "$DEST/bench" "$ROOT" replay report
+if [[ -n "${BASE_REF:-}" ]]; then
+    # One tree of the base for its shim and, with BENCH_BINS, its benchmarks and CLI. A fixed
+    # folder: a base from before BENCH_SCRATCH writes its scratch journals under that target/.
+    src=/tmp/vramledger-benchbase
+    ref_tree "$BASE_REF" "$src"
+    stage_shim base "$BASE_REF" "$src"
+    if [[ "${BENCH_BINS:-0}" == 1 ]]; then
         # The report benchmark may be newer than that ref: the one staged above times its CLI.
         stage_benches "$DEST/bench/base" "$src" replay
         # That ref's CLI too: the report benchmark times it on the same events
@@ -90,10 +92,15 @@ if [[ "${BENCH_BINS:-0}" == 1 ]]; then
         strip --strip-debug "$DEST/bench/base/vramledger"
         echo "bench_base_ref=$BASE_REF $(git rev-parse "$BASE_REF")" > "$DEST/bench/base/BUILD_INFO"
         echo "$src/target" > "$DEST/bench/base/SCRATCH"
-        rm -rf "$src"
     fi
+    rm -rf "$src"
 fi
-[[ -n "${PREV_REF:-}" ]] && stage_shim prev "$PREV_REF"
+if [[ -n "${PREV_REF:-}" ]]; then
+    src="$(mktemp -d /tmp/vramledger-prev.XXXXXX)"
+    ref_tree "$PREV_REF" "$src"
+    stage_shim prev "$PREV_REF" "$src"
+    rm -rf "$src"
+fi
 
 # The device tool carries at most 64 MiB (working tree included): drop debug info from the
 # copies if they are large (the originals in target/ keep theirs).

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use std::ops::ControlFlow;
 
-use vramledger_format::live::AddrHasher;
+use vramledger_format::addr_hash::AddrHasher;
 use vramledger_format::record::flags;
 use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::ops::ControlFlow;
 
-use vramledger_format::live::AddrHasher;
+use vramledger_format::addr_hash::AddrHasher;
 use vramledger_format::{Api, Event, Kind, MemKind, Owner};
 
 use super::{

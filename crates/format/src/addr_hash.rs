@@ -1,4 +1,5 @@
-//! The hasher of the maps keyed by device address or handle (the live books', the reader's).
+//! The hasher of the reader's maps keyed by device address or handle (the live books keep theirs
+//! in [`crate::addr_table`]).
 
 use std::hash::Hasher;
 

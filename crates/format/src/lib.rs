@@ -27,7 +27,7 @@
 //! Compiled into every CUDA process the shim enters, so it depends on one small crate only
 //! (`crc32fast`, for the block checksums).
 
-mod addr_hash;
+pub mod addr_hash;
 pub mod addr_table;
 pub mod api;
 pub mod block;

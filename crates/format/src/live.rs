@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 
-pub use crate::addr_hash::AddrHasher;
 use crate::addr_table::AddrTable;
 use crate::record::{Event, Kind, MemKind, Owner};
 use crate::Api;
