@@ -59,20 +59,7 @@ struct Block {
     module: u32,
 }
 
-/// What a free slot of an [`AddrTable`] holds (never read).
-impl Default for Block {
-    fn default() -> Self {
-        Block {
-            device: -1,
-            size: 0,
-            owner: Owner::None,
-            mem: MemKind::Device,
-            module: 0,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct Phys {
     block: Block,
     refs: u32,
