@@ -13,10 +13,9 @@
 //! torch does not list, is a [`Mismatch`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
 use std::ops::ControlFlow;
 
-use vramledger_format::addr_hash::AddrHasher;
+use vramledger_format::addr_hash::AddrState;
 use vramledger_format::record::flags;
 use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
 
@@ -28,7 +27,7 @@ mod rows;
 
 pub use rows::{Mismatch, PoolKey, PoolRow, SnapshotCheck, TorchPools};
 
-type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+type AddrMap<V> = HashMap<u64, V, AddrState>;
 
 /// Bytes as a signed amount (sizes past i64::MAX exist only in damaged journals).
 fn signed(v: u64) -> i64 {

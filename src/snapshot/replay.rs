@@ -4,10 +4,9 @@
 //! captures at the snapshot's points ([`super::capture`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::hash::BuildHasherDefault;
 use std::ops::ControlFlow;
 
-use vramledger_format::addr_hash::AddrHasher;
+use vramledger_format::addr_hash::AddrState;
 use vramledger_format::{Api, Event, Kind, MemKind, Owner};
 
 use super::{
@@ -21,7 +20,7 @@ use crate::ledger::samples;
 
 mod mirror;
 
-pub(super) type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+pub(super) type AddrMap<V> = HashMap<u64, V, AddrState>;
 
 /// The process's own books: pinned host, managed, peer, and the reservations.
 pub(super) type ProcessBooks = (Vec<Item>, Vec<Item>, Vec<Item>, Vec<Reservation>);
@@ -111,7 +110,7 @@ pub(super) struct Replay<'a> {
     pub(super) last: usize,
     pub(super) span: usize,
     pub(super) blocks: AddrMap<Meta>,
-    async_addrs: HashSet<u64, BuildHasherDefault<AddrHasher>>,
+    async_addrs: HashSet<u64, AddrState>,
     pub(super) handles: AddrMap<Meta>,
     pub(super) mappings: BTreeMap<u64, MapInfo>,
     unmapped: Vec<u64>,

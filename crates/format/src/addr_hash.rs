@@ -1,10 +1,11 @@
-//! The hasher of the reader's maps keyed by device address or handle (the live books keep theirs
-//! in [`crate::addr_table`]).
+//! The hasher of the maps keyed by device address or handle: the live books'
+//! ([`crate::addr_table`]) and the reader's.
 
-use std::hash::Hasher;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
 
-/// A fast hasher for addresses and handles (they are already well spread; SipHash's
-/// resistance to chosen keys buys nothing here and costs a third of a replay).
+/// A fast hasher for addresses and handles (SipHash cost a third of a replay); built by
+/// [`AddrState`], it starts from a random seed, so chosen keys cannot crowd a map.
 #[derive(Default, Clone, Copy)]
 pub struct AddrHasher(u64);
 
@@ -20,7 +21,56 @@ impl Hasher for AddrHasher {
     }
     #[inline]
     fn write_u64(&mut self, v: u64) {
+        let v = v ^ self.0;
         self.0 = (v ^ (v >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         self.0 ^= self.0 >> 32;
+    }
+}
+
+/// Builds [`AddrHasher`]s that start from a seed of their own, drawn from `std`'s random keys.
+/// The hash is a bijection: without a seed, addresses whose hashes share their low bits (one
+/// bucket, probes as long as the map) are easy to compute, and a journal made of them would
+/// make its replay quadratic.
+#[derive(Debug, Clone, Copy)]
+pub struct AddrState {
+    seed: u64,
+}
+
+impl Default for AddrState {
+    fn default() -> Self {
+        AddrState {
+            seed: RandomState::new().hash_one(0x5EED_u64),
+        }
+    }
+}
+
+impl BuildHasher for AddrState {
+    type Hasher = AddrHasher;
+    #[inline]
+    fn build_hasher(&self) -> AddrHasher {
+        AddrHasher(self.seed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_states_place_the_same_addresses_apart() {
+        // Addresses one hashing sends to one bucket of a 2^16-bucket map are spread by another
+        // (the chance that a fresh seed keeps 64 of them together is nil).
+        let (a, b) = (AddrState::default(), AddrState::default());
+        let low = |s: &AddrState, k: u64| s.hash_one(k) & 0xFFFF;
+        let mut crowded = Vec::new();
+        let mut k = 0x7000_0000_0000u64;
+        while crowded.len() < 64 {
+            if low(&a, k) == low(&a, 0x7000_0000_0000) {
+                crowded.push(k);
+            }
+            k += 1 << 9;
+        }
+        let spread: std::collections::HashSet<u64> = crowded.iter().map(|&k| low(&b, k)).collect();
+        assert!(spread.len() > 32, "{} buckets", spread.len());
     }
 }

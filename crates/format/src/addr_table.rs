@@ -9,9 +9,8 @@
 //! thousand while serving; BENCHMARKS.md, issue 15's eighth and ninth rounds).
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
-use crate::addr_hash::AddrHasher;
+use crate::addr_hash::AddrState;
 
 /// Tables at most this large are never shrunk (in entries they can hold).
 const KEEP_CAPACITY: usize = 1024;
@@ -19,7 +18,7 @@ const KEEP_CAPACITY: usize = 1024;
 /// A map from `u64` to `V`.
 #[derive(Debug, Clone)]
 pub struct AddrTable<V> {
-    map: HashMap<u64, V, BuildHasherDefault<AddrHasher>>,
+    map: HashMap<u64, V, AddrState>,
 }
 
 impl<V> Default for AddrTable<V> {
