@@ -6,7 +6,8 @@ use std::hash::{BuildHasher, Hasher};
 
 /// A fast hasher for addresses and handles (SipHash cost a third of a replay); built by
 /// [`AddrState`], it starts from a random seed, so chosen keys cannot crowd a map.
-#[derive(Default, Clone, Copy)]
+/// (No `Default`: a hasher without its seed is the one a crafted journal can crowd.)
+#[derive(Clone, Copy)]
 pub struct AddrHasher(u64);
 
 impl Hasher for AddrHasher {
