@@ -7,23 +7,24 @@
 //!
 //!     cargo bench --bench crowded [-- ALLOCATIONS]     (100,000 unless given)
 
+use std::hash::BuildHasher;
 use std::path::Path;
 use std::time::Instant;
 
 use vramledger::run_replay;
+use vramledger_format::addr_hash::AddrState;
 use vramledger_format::memwriter::MemJournal;
 use vramledger_format::{Api, Event, Header, Kind, MemKind, Owner};
 
 /// The bits of a hash that pick a bucket in a map of up to 2^17 buckets.
 const BUCKET_BITS: u64 = (1 << 17) - 1;
 
-/// The address hash with no seed (`AddrHasher::write_u64` from a zero state).
+/// The address hash with no seed.
 fn unseeded(v: u64) -> u64 {
-    let x = (v ^ (v >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^ (x >> 32)
+    AddrState::with_seed(0).hash_one(v)
 }
 
-/// The address whose unseeded hash is `h`.
+/// The address whose unseeded hash is `h` (the hash's steps undone, last first).
 fn unhash(h: u64) -> u64 {
     // The multiplier's inverse modulo 2^64, by Newton's iteration (each step doubles the bits).
     let c: u64 = 0xbf58_476d_1ce4_e5b9;

@@ -45,6 +45,14 @@ impl Default for AddrState {
     }
 }
 
+impl AddrState {
+    /// A state with a chosen seed: seed 0 is the hash as a crafted journal would target it
+    /// (`benches/crowded.rs`). Maps take [`AddrState::default`].
+    pub fn with_seed(seed: u64) -> Self {
+        AddrState { seed }
+    }
+}
+
 impl BuildHasher for AddrState {
     type Hasher = AddrHasher;
     #[inline]

@@ -2,7 +2,7 @@
 //! free removes one, at random, around a live set that is small beside the journal.
 //!
 //! `std`'s `HashMap` (a SwissTable: a group of control bytes compared at once, so a probe's
-//! branches are predictable where linear probing's were not) with the addresses' own hasher,
+//! branches are predictable where linear probing's were not) with the seeded address hasher,
 //! and shrunk once an eighth full: `HashMap` never shrinks by itself, and a table grown for a
 //! past peak (weights loaded, then freed) spreads today's few blocks over memory no cache
 //! holds (on the 10^7-record bench run, 10^5 blocks live after the weights and a few
