@@ -4,7 +4,7 @@
 //! `<test binary>::<test>\t<reason>` appended to `$VRAMLEDGER_SKIP_LOG` (scripts/test.sh sets it,
 //! takes those tests out of the passed count and prints the reasons), and the reason on stderr.
 //! Where the inputs must exist (CI: `VRAMLEDGER_NO_SKIP=1`, set by .ci/run) a skip is a failure.
-//! (A copy for crates/engines' tests: crates/engines/tests/skip_support/mod.rs.)
+//! (The engines crate's tests take this file too, by path.)
 
 use std::io::Write;
 

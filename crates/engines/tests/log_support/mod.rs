@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 pub mod real;
-#[path = "../skip_support/mod.rs"]
+#[path = "../../../../tests/support/skip.rs"]
 pub mod skip;
 
 use vramledger_engines::log::{classify, Boundary, LineKind, LineNumbers};

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../skip_support/mod.rs"]
+#[path = "../../../../tests/support/skip.rs"]
 mod skip_support;
 
 use std::path::PathBuf;
