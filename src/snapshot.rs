@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 
 use crate::journal::Journal;
 use crate::ledger::index::Index;
+use crate::ledger::process::run_order;
 use crate::ledger::records::Records;
 
 mod capture;
@@ -113,18 +114,12 @@ pub fn collect(taken: Vec<Taken>, at: &At) -> Result<Snapshot, SnapshotError> {
         }
     }
     processes.sort_by(|a, b| {
-        (
-            a.host.as_str(),
-            a.rank.unwrap_or(u32::MAX),
-            a.start_unix_ns,
-            a.pid,
-        )
-            .cmp(&(
-                b.host.as_str(),
-                b.rank.unwrap_or(u32::MAX),
-                b.start_unix_ns,
-                b.pid,
-            ))
+        run_order(&a.host, a.rank, a.start_unix_ns, a.pid).cmp(&run_order(
+            &b.host,
+            b.rank,
+            b.start_unix_ns,
+            b.pid,
+        ))
     });
     Ok(Snapshot {
         at: at.clone(),

@@ -50,22 +50,15 @@ pub fn build(journals: &[Journal]) -> RunBooks {
     build_processes(processes, warnings)
 }
 
-/// The run of these processes' books. Processes are ordered by host, rank, then start time,
-/// so journals copied from several hosts into one folder read as one run.
+/// The run of these processes' books, ordered by [`process::run_order`].
 pub fn build_processes(mut processes: Vec<ProcessBooks>, warnings: Vec<String>) -> RunBooks {
     processes.sort_by(|a, b| {
-        (
-            a.host.as_str(),
-            a.rank.unwrap_or(u32::MAX),
-            a.start_unix_ns,
-            a.pid,
-        )
-            .cmp(&(
-                b.host.as_str(),
-                b.rank.unwrap_or(u32::MAX),
-                b.start_unix_ns,
-                b.pid,
-            ))
+        process::run_order(&a.host, a.rank, a.start_unix_ns, a.pid).cmp(&process::run_order(
+            &b.host,
+            b.rank,
+            b.start_unix_ns,
+            b.pid,
+        ))
     });
     let cross_rank = cross_rank::build(&processes);
     RunBooks {

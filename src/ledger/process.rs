@@ -18,6 +18,18 @@ use super::records::Records;
 use super::replay::Observer;
 use crate::journal::Journal;
 
+/// Where a process stands in a run: by host, rank (unranked last), start time, then pid, so
+/// journals copied from several hosts into one folder read as one run. The report's books and
+/// the snapshot order their processes by it.
+pub fn run_order(
+    host: &str,
+    rank: Option<u32>,
+    start_unix_ns: u64,
+    pid: u32,
+) -> (&str, u32, u64, u32) {
+    (host, rank.unwrap_or(u32::MAX), start_unix_ns, pid)
+}
+
 /// One process.
 #[derive(Debug, Clone)]
 pub struct ProcessBooks {
@@ -129,4 +141,25 @@ pub fn rank(ix: &Index, header: &Header) -> (Option<log::RankTag>, Option<u32>) 
         .or(ix.rank.dist_rank)
         .or_else(|| header.get("env.RANK").and_then(|v| v.parse().ok()));
     (tag, rank)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_order;
+
+    #[test]
+    fn a_run_reads_by_host_then_rank_with_the_unranked_last_then_start_then_pid() {
+        // (host, rank, start, pid)
+        let mut ps = [
+            ("b", Some(0), 1, 1),
+            ("a", None, 0, 2),
+            ("a", Some(1), 0, 3),
+            ("a", Some(0), 9, 4),
+            ("a", Some(0), 5, 6),
+            ("a", Some(0), 5, 5),
+        ];
+        ps.sort_by(|x, y| run_order(x.0, x.1, x.2, x.3).cmp(&run_order(y.0, y.1, y.2, y.3)));
+        let pids: Vec<u32> = ps.iter().map(|p| p.3).collect();
+        assert_eq!(pids, [5, 6, 4, 3, 2, 1]);
+    }
 }
