@@ -114,8 +114,11 @@ fn top_in_tmux_follows_a_run_that_starts_empty_and_quits_on_q() {
     t.wait_for_screen(&["ended in stage kv_pool", "[exited]"]);
 
     t.run(&["send-keys", "-t", "top", "q"]);
+    // The shell's `>` makes the file before `echo` writes it: wait for the line, not the file.
     let rc = wait_for(Duration::from_secs(10), || {
-        std::fs::read_to_string(&status).ok()
+        std::fs::read_to_string(&status)
+            .ok()
+            .filter(|s| s.ends_with('\n'))
     });
     assert_eq!(
         rc.as_deref().map(str::trim),
