@@ -29,7 +29,7 @@ done
 
 DEST="$ROOT/.gpu"
 rm -rf "$DEST"
-mkdir -p "$DEST/examples" "$DEST/scripts"
+mkdir -p "$DEST/examples" "$DEST/scripts" "$DEST/clients"
 cp "$LIB" "$DEST/libvramledger.so"
 cp "$CLI" "$DEST/vramledger"
 chmod +x "$DEST/vramledger"
@@ -40,6 +40,8 @@ done
 # Sources only: no build outputs, no caches.
 find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
 find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
+# The fake driver's fork test client, run on the real driver too (scripts/gpu_shim_safety.sh).
+cp tests/clients/fork_driver.c tests/clients/cuda_abi.h "$DEST/clients/"
 
 # ref_tree REF DIR: git ref REF's files in DIR, made afresh.
 ref_tree() {

@@ -2,7 +2,8 @@
 # Runs ON the GPU machine, from the repository root, after scripts/gpu_prepare.sh (carry .gpu):
 # what the shim's safety work (issue 11) and its exit samples (issue 9 item 5) must show on the
 # real driver. Prints one verdict line per check into OUTDIR/shim_safety.txt ($1 or $OUT).
-#   1. the real driver's answers in a forked child (the fake driver copies them)
+#   1. the real driver's answers in a forked child: tests/clients/fork_driver.c, whose lines on
+#      the fake driver tests/fake_driver.rs asserts (devices=N: the real machine's count)
 #   2. a plain PyTorch program that never asks for free memory balances (free@end known)
 #   3. a file-size limit too small for the journal: one warning, the program's output unchanged
 #   4. the journal truncated while the program runs: it goes on, one warning
@@ -17,9 +18,9 @@ S="$OUTDIR/shim_safety.txt"
 log() { printf '%s\n' "$*" | tee -a "$S"; }
 
 # 1. fork
-gcc -O1 -o "$W/fork_check" .gpu/scripts/gpu_fork_check.c -ldl
+gcc -O1 -I .gpu/clients -o "$W/fork_check" .gpu/clients/fork_driver.c -ldl
 "$W/fork_check" | tee -a "$S"
-log "fork check rc=$? (expected: the lines in scripts/gpu_fork_check.c)"
+log "fork check rc=$? (expected: the lines tests/fake_driver.rs asserts for fork_driver)"
 
 # 2. plain PyTorch, no engine line, no mem_get_info: balanced, free@end known
 cat >"$W/quiet.py" <<'PY'

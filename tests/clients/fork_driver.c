@@ -1,7 +1,8 @@
 /* fork_driver: the driver across fork(), called directly (no cudart). A child forked before
  * cuInit initialises as any process; a child forked after it cannot use CUDA: cuInit and every
  * other call return CUDA_ERROR_NOT_INITIALIZED (3), as the real driver does. The parent is
- * unaffected either way. */
+ * unaffected either way. scripts/gpu_shim_safety.sh runs this same file on the real driver
+ * (tests/fake_driver.rs asserts its lines here). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
