@@ -7,7 +7,9 @@
  *   tap_added_ns            interposed write − libc's write: what the tap adds, measured in
  *                           one process (without the preload both are libc's: the noise);
  *   write_minus_syscall_ns  interposed write − raw syscall (the older figure: run with and
- *                           without LD_PRELOAD and subtract, noisier across processes).
+ *                           without LD_PRELOAD and subtract, noisier across processes);
+ *   where_ran               the CPU it ended on and where the interposed write, the line and
+ *                           the stack lie (scripts/bench_tap_bands.sh: what a run's band goes with).
  *
  * Build: gcc -O2 -o bench_tap bench_tap.c
  * Run:   ./bench_tap [blocks] [writes per block] [line 0|1|2|N] [serving] >/dev/null
@@ -15,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,5 +79,7 @@ int main(int argc, char **argv) {
     qsort(tap, blocks, sizeof *tap, cmp_double);
     fprintf(stderr, "write_minus_syscall_ns=%.1f\n", d[blocks / 2]);
     fprintf(stderr, "tap_added_ns=%.1f\n", tap[blocks / 2]);
+    fprintf(stderr, "where_ran cpu=%d write=%p line=%p stack=%p\n", sched_getcpu(),
+            dlsym(RTLD_DEFAULT, "write"), (const void *)line, (void *)&blocks);
     return 0;
 }
