@@ -11,6 +11,7 @@ pub mod libpath;
 pub mod python_boot;
 pub mod signals;
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -58,10 +59,14 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         })?;
     let out = std::fs::canonicalize(&spec.out).unwrap_or_else(|_| spec.out.clone());
     let run_id = new_run_id();
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(old) if !old.trim().is_empty() => format!("{}:{old}", lib.display()),
-        _ => lib.display().to_string(),
-    };
+    // Bytes, not text: a path or an inherited list that is not UTF-8 is kept as it is.
+    let mut preload = lib.into_os_string();
+    if let Some(old) =
+        std::env::var_os("LD_PRELOAD").filter(|o| !o.as_bytes().trim_ascii().is_empty())
+    {
+        preload.push(":");
+        preload.push(old);
+    }
     // Python processes load vramledger's pool hooks; the folder lives until the command ends.
     let python_boot = python_boot::prepare(&run_id);
     let mut cmd = Command::new(program);
