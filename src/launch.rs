@@ -11,15 +11,17 @@ pub mod libpath;
 pub mod python_boot;
 pub mod signals;
 
+use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What `run` needs.
 pub struct RunSpec {
     pub out: PathBuf,
-    pub command: Vec<String>,
+    /// Bytes, as the kernel passes arguments: a file name need not be UTF-8.
+    pub command: Vec<OsString>,
     /// `--lib PATH`: the preload library to use (see [`libpath`] for the search).
     pub lib: Option<PathBuf>,
     /// Send the command's stdout to vramledger's stderr (`run --json`: stdout is the report's).
@@ -47,6 +49,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
     let (program, args) = spec.command.split_first().ok_or_else(|| {
         "no command given: use `vramledger run [--out DIR] -- CMD ARGS...`".to_string()
     })?;
+    let name = Path::new(program).display();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -75,7 +78,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         let err = std::io::stderr()
             .as_fd()
             .try_clone_to_owned()
-            .map_err(|e| format!("cannot pass stderr on to {program}: {e}"))?;
+            .map_err(|e| format!("cannot pass stderr on to {name}: {e}"))?;
         cmd.stdout(err);
     }
     // Relay SIGINT/SIGTERM/SIGHUP to the command (`signals`); installed before the spawn
@@ -88,12 +91,12 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         .env("VRAMLEDGER_OUT", &out)
         .env("VRAMLEDGER_RUN_ID", &run_id)
         .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
     signals::started(child.id());
-    signals::wait_exited(child.id()).map_err(|e| format!("lost track of {program}: {e}"))?;
+    signals::wait_exited(child.id()).map_err(|e| format!("lost track of {name}: {e}"))?;
     let status = child
         .wait()
-        .map_err(|e| format!("lost track of {program}: {e}"))?;
+        .map_err(|e| format!("lost track of {name}: {e}"))?;
     Ok(RunOutcome {
         exit_code: exit_code(status),
         run_id,

@@ -287,3 +287,29 @@ fn a_library_path_the_loader_would_split_is_never_preloaded() {
         assert_eq!(r.stderr.lines().count(), 1, "{}", r.dump());
     }
 }
+
+/// Arguments are bytes: a file name that is not UTF-8 reaches the command as it is (clap
+/// refused it: "invalid UTF-8 was detected in one or more arguments").
+#[test]
+fn arguments_that_are_not_utf8_reach_the_command() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = dir("bytes");
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    let c = support::clients();
+    let mut cmd = support::command(
+        &cli(),
+        &[
+            "run",
+            "--out",
+            d.join("out").to_str().unwrap(),
+            "--",
+            "touch",
+        ],
+        &c.driver_dir,
+        &[],
+    );
+    cmd.arg(d.join(name));
+    let r = support::run(cmd);
+    assert!(r.success(), "{}", r.dump());
+    assert!(d.join(name).is_file(), "{}", r.dump());
+}
