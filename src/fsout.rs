@@ -18,8 +18,10 @@
 use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{ErrorKind, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Where the bytes went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +33,35 @@ pub enum Written {
 /// Whether `path` means stdout.
 pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
+}
+
+/// Whether stdout refused a write of nothing when first looked at ([`note_stdout`]).
+static STDOUT_BAD: OnceLock<bool> = OnceLock::new();
+
+/// Looks at stdout once, before any file is opened. std reports a write to a descriptor open
+/// only for reading (`vramledger report RUN 1<file`) as done (EBADF is taken for a closed
+/// stdout), so the verb exited 0 having shown nothing. (A closed stdout, `>&-`, is another
+/// case: std's runtime reopens it on /dev/null before `main`, as if `>/dev/null` were given.)
+pub fn note_stdout() {
+    STDOUT_BAD.get_or_init(stdout_bad);
+}
+
+fn stdout_bad() -> bool {
+    // A write of nothing: EBADF when not open for writing; on a pipe or a terminal it costs
+    // nothing and never raises SIGPIPE.
+    let probe = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| File::from(fd).write(&[]));
+    matches!(probe, Err(e) if e.raw_os_error() == Some(libc::EBADF))
+}
+
+/// An error when stdout cannot take an answer.
+pub fn stdout_usable() -> std::io::Result<()> {
+    if *STDOUT_BAD.get_or_init(stdout_bad) {
+        return Err(std::io::Error::other("stdout is not open for writing"));
+    }
+    Ok(())
 }
 
 /// What sits at a destination, in words (`None`: nothing, or a regular file).
@@ -201,6 +232,7 @@ fn commit(tmp: &Path, path: &Path, force: bool) -> Result<(), String> {
 /// `force`. Errors are one message for people.
 pub fn write(path: &Path, bytes: &[u8], force: bool) -> Result<Written, String> {
     if is_stdout(path) {
+        stdout_usable().map_err(|e| format!("cannot write to stdout: {e}"))?;
         let mut out = std::io::stdout().lock();
         return match out.write_all(bytes).and_then(|_| out.flush()) {
             Err(e) if e.kind() != ErrorKind::BrokenPipe => {

@@ -11,14 +11,17 @@ pub mod libpath;
 pub mod python_boot;
 pub mod signals;
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What `run` needs.
 pub struct RunSpec {
     pub out: PathBuf,
-    pub command: Vec<String>,
+    /// Bytes, as the kernel passes arguments: a file name need not be UTF-8.
+    pub command: Vec<OsString>,
     /// `--lib PATH`: the preload library to use (see [`libpath`] for the search).
     pub lib: Option<PathBuf>,
     /// Send the command's stdout to vramledger's stderr (`run --json`: stdout is the report's).
@@ -46,6 +49,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
     let (program, args) = spec.command.split_first().ok_or_else(|| {
         "no command given: use `vramledger run [--out DIR] -- CMD ARGS...`".to_string()
     })?;
+    let name = Path::new(program).display();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -58,10 +62,14 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         })?;
     let out = std::fs::canonicalize(&spec.out).unwrap_or_else(|_| spec.out.clone());
     let run_id = new_run_id();
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(old) if !old.trim().is_empty() => format!("{}:{old}", lib.display()),
-        _ => lib.display().to_string(),
-    };
+    // Bytes, not text: a path or an inherited list that is not UTF-8 is kept as it is.
+    let mut preload = lib.into_os_string();
+    if let Some(old) =
+        std::env::var_os("LD_PRELOAD").filter(|o| !o.as_bytes().trim_ascii().is_empty())
+    {
+        preload.push(":");
+        preload.push(old);
+    }
     // Python processes load vramledger's pool hooks; the folder lives until the command ends.
     let python_boot = python_boot::prepare(&run_id);
     let mut cmd = Command::new(program);
@@ -70,7 +78,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         let err = std::io::stderr()
             .as_fd()
             .try_clone_to_owned()
-            .map_err(|e| format!("cannot pass stderr on to {program}: {e}"))?;
+            .map_err(|e| format!("cannot pass stderr on to {name}: {e}"))?;
         cmd.stdout(err);
     }
     // Relay SIGINT/SIGTERM/SIGHUP to the command (`signals`); installed before the spawn
@@ -83,12 +91,12 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, String> {
         .env("VRAMLEDGER_OUT", &out)
         .env("VRAMLEDGER_RUN_ID", &run_id)
         .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
     signals::started(child.id());
-    signals::wait_exited(child.id()).map_err(|e| format!("lost track of {program}: {e}"))?;
+    signals::wait_exited(child.id()).map_err(|e| format!("lost track of {name}: {e}"))?;
     let status = child
         .wait()
-        .map_err(|e| format!("lost track of {program}: {e}"))?;
+        .map_err(|e| format!("lost track of {name}: {e}"))?;
     Ok(RunOutcome {
         exit_code: exit_code(status),
         run_id,

@@ -249,3 +249,54 @@ fn dash_is_stdout() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"));
     assert!(!d.join("-").exists());
 }
+
+/// `vramledger ARGS` run by `sh` with stdout redirected as `redirect` says (`1</dev/null`).
+fn with_stdout(args: &[String], redirect: &str) -> (i32, String) {
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!("exec '{}' {} {redirect}", cli().display(), quoted.join(" "));
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(script);
+    let out = support::run_within(cmd, 20).unwrap_or_else(|| panic!("hung: {args:?}"));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    (out.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn a_stdout_open_only_for_reading_is_an_error_not_silence() {
+    // std takes EBADF for a closed stdout and reports the write as done: every verb exited
+    // 0 having shown nothing. (`>&-` itself is std's runtime's /dev/null, as `>/dev/null`.)
+    let d = dir("readonly");
+    let held = d.join("held.txt");
+    std::fs::write(&held, b"keep").unwrap();
+    let dat = data().display().to_string();
+    let journal = data().join("pid2090.vlj").display().to_string();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    for args in [
+        s(&["report", &dat]),
+        s(&["report", &dat, "--json"]),
+        s(&["report", &dat, "-o", "-"]),
+        s(&["dump", &journal]),
+        s(&["diff", &dat, &dat]),
+        s(&["check", "--baseline", &dat, &dat]),
+        s(&["metrics", &dat]),
+        s(&["lib-path"]),
+        s(&["snapshot", &dat, "-o", "-"]),
+    ] {
+        for redirect in ["1</dev/null".to_string(), format!("1<'{}'", held.display())] {
+            let (rc, err) = with_stdout(&args, &redirect);
+            assert_eq!(rc, 2, "{args:?} {redirect}: {err}");
+            assert!(
+                err.contains("stdout is not open for writing"),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    // A verb that writes a file needs no stdout.
+    let out = d.join("snap.json").display().to_string();
+    let (rc, err) = with_stdout(&s(&["snapshot", &dat, "-o", &out]), "1</dev/null");
+    assert_eq!(rc, 0, "{err}");
+    assert!(d.join("snap.json").is_file());
+    assert_eq!(std::fs::read(&held).unwrap(), b"keep");
+}

@@ -499,3 +499,34 @@ fn a_record_before_the_opening_stage_is_read() {
         .collect();
     assert_eq!(stages, ["startup", "weight_load"], "{v:#}");
 }
+
+#[test]
+fn a_run_of_which_nothing_could_be_read_gets_no_report() {
+    // The report of no journal was printed (or an HTML page written) below the reasons,
+    // with a second line saying "the report covers what could be read".
+    let d = dir("nothing");
+    let run = d.join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::os::unix::fs::symlink("missing.vlj", run.join("a.vlj")).unwrap();
+    std::fs::write(run.join("b.vlj"), b"").unwrap();
+    let html = d.join("r.html");
+    for (input, reasons) in [(p(&run), 2), ("/dev/zero".to_string(), 1)] {
+        for extra in [
+            vec![],
+            vec!["--json"],
+            vec!["--html", "-o", html.to_str().unwrap()],
+        ] {
+            let mut args = vec!["report", input.as_str()];
+            args.extend(extra);
+            let (rc, out, err) = vl(&args);
+            assert_eq!(rc, 2, "{args:?}: {err}");
+            assert_eq!(out, "", "{args:?}");
+            assert_eq!(err.lines().count(), reasons, "{args:?}: {err}");
+            assert!(
+                !err.contains("covers what could be read"),
+                "{args:?}: {err}"
+            );
+            assert!(!html.exists(), "{args:?} wrote a page of nothing");
+        }
+    }
+}

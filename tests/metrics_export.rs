@@ -297,3 +297,23 @@ fn unsafe_and_foreign_databases_are_refused() {
         "no database is created for bad input"
     );
 }
+
+#[test]
+fn two_journals_of_one_process_are_named_not_a_constraint() {
+    // A copy of a journal beside the original (journals gathered twice): the export ended
+    // on "UNIQUE constraint failed: processes.host, processes.pid, processes.start_unix_ns".
+    let dir = scratch("export-one-process");
+    let run = dir.join("run");
+    synth_run(&run, "runT", &[5]);
+    std::fs::create_dir_all(run.join("again")).unwrap();
+    std::fs::copy(run.join("runT.5.vlj"), run.join("again/runT.5.vlj")).unwrap();
+    let db = dir.join("h.db");
+    let (rc, err) = export(&db, &[&run], &[]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("are journals of one process"), "{err}");
+    assert!(!err.contains("UNIQUE"), "{err}");
+    let said = err.lines().filter(|l| !l.contains("note:")).count();
+    assert_eq!(said, 1, "{err}");
+    let c = Connection::open(&db).unwrap();
+    assert_eq!(count(&c, "runs"), 0);
+}

@@ -231,3 +231,85 @@ fn a_cli_alone_writes_out_the_library_it_carries() {
     assert_eq!(v["processes"].as_array().unwrap().len(), 1);
     assert_eq!(std::fs::metadata(&lib).unwrap().ino(), ino);
 }
+
+/// The loader splits LD_PRELOAD at spaces and colons: a CLI installed in `my tools/` preloaded
+/// nothing (two missing files) and said the command made no CUDA call.
+#[test]
+fn a_library_path_the_loader_would_split_is_never_preloaded() {
+    let d = dir("split");
+    let bin = d.join("my tools:bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let lone = bin.join("vramledger");
+    std::fs::copy(cli(), &lone).unwrap();
+    let beside = bin.join("libvramledger.so");
+    std::fs::copy(cli().with_file_name("libvramledger.so"), &beside).unwrap();
+    let cache = d.join("cache");
+    let c = support::clients();
+    let env = [("XDG_CACHE_HOME", cache.to_str().unwrap())];
+    // The library beside it is passed over for the carried copy, and the run records.
+    let r = support::run(support::command(&lone, &["lib-path"], &c.driver_dir, &env));
+    assert!(r.success(), "{}", r.dump());
+    assert!(
+        Path::new(r.stdout.trim()).starts_with(cache.join("vramledger/lib")),
+        "{}",
+        r.dump()
+    );
+    let out = d.join("out");
+    let exe = c.exe("cublas_like");
+    let r = support::run(support::command(
+        &lone,
+        &[
+            "run",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ],
+        &c.driver_dir,
+        &env,
+    ));
+    assert!(r.success(), "{}", r.dump());
+    assert!(!r.stderr.contains("cannot be preloaded"), "{}", r.dump());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["processes"].as_array().unwrap().len(), 1, "{}", r.dump());
+    // Given by name, it is refused before the command starts.
+    for (flag, env) in [
+        (vec!["--lib", beside.to_str().unwrap()], vec![]),
+        (vec![], vec![("VRAMLEDGER_LIB", beside.to_str().unwrap())]),
+    ] {
+        let mut args = vec!["run"];
+        args.extend(flag);
+        args.extend(["--out", out.to_str().unwrap(), "--", "true"]);
+        let r = run_cli(&args, &env);
+        assert_eq!(r.status.code(), Some(2), "{}", r.dump());
+        assert!(r.stderr.contains("a space or a colon"), "{}", r.dump());
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.dump());
+    }
+}
+
+/// Arguments are bytes: a file name that is not UTF-8 reaches the command as it is (clap
+/// refused it: "invalid UTF-8 was detected in one or more arguments").
+#[test]
+fn arguments_that_are_not_utf8_reach_the_command() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = dir("bytes");
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    let c = support::clients();
+    let mut cmd = support::command(
+        &cli(),
+        &[
+            "run",
+            "--out",
+            d.join("out").to_str().unwrap(),
+            "--",
+            "touch",
+        ],
+        &c.driver_dir,
+        &[],
+    );
+    cmd.arg(d.join(name));
+    let r = support::run(cmd);
+    assert!(r.success(), "{}", r.dump());
+    assert!(d.join(name).is_file(), "{}", r.dump());
+}

@@ -63,6 +63,7 @@ enum Command {
 
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
+    crate::fsout::note_stdout();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

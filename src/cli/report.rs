@@ -5,7 +5,8 @@
 //!
 //! Journals are read under the journal policy ([`crate::journal::load`]'s, each journal
 //! replayed as it is decoded by [`crate::run_replay`]): an unreadable or damaged journal is
-//! said on stderr, the report covers the rest, and the exit code is 2.
+//! said on stderr, the report covers the rest, and the exit code is 2. When no journal could
+//! be read there is no report: each file's reason, and exit 2.
 
 use std::path::{Path, PathBuf};
 
@@ -111,6 +112,16 @@ fn load(
         timeline_points: (format == Format::Html).then_some(TIMELINE_POINTS),
     };
     let read = run_replay::books(path, want)?;
+    // Nothing could be read: the reasons are the answer. An empty report (or HTML page)
+    // would read as a run that did nothing.
+    if read.loaded.journals.is_empty() {
+        if let Some((last, rest)) = read.loaded.unreadable.split_last() {
+            for e in rest {
+                eprintln!("vramledger: {e}");
+            }
+            return Err(last.clone());
+        }
+    }
     for e in &read.loaded.unreadable {
         eprintln!("vramledger: {e}");
     }

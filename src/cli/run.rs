@@ -1,6 +1,7 @@
 //! `vramledger run [--out DIR] [--json] [--lib PATH] -- CMD ARGS...`: the command under the
 //! preload ([`crate::launch`]), then the report of its journals; the exit code is the command's.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -25,9 +26,14 @@ pub struct RunArgs {
     /// this binary, else the copy this binary carries].
     #[arg(long, value_name = "PATH")]
     pub lib: Option<PathBuf>,
-    /// The command and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-    pub command: Vec<String>,
+    /// The command and its arguments (after `--`; any bytes, as the kernel passes them).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_parser = clap::value_parser!(OsString)
+    )]
+    pub command: Vec<OsString>,
 }
 
 /// Runs `vramledger run`; returns the command's exit code.

@@ -31,7 +31,10 @@ pub fn emit(text: &str) -> i32 {
 
 /// Writes `text` to stdout; a closed pipe (the reader has what it wanted) is not an error.
 pub fn stdout(text: &str) -> std::io::Result<()> {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
+    crate::fsout::stdout_usable()?;
+    let mut out = std::io::stdout().lock();
+    // Flushed here: an error at the implicit flush at exit would go unsaid.
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
         _ => Ok(()),
     }

@@ -9,6 +9,10 @@
 //!    symlink) and renamed into place, so concurrent runs and two versions never clash. A file
 //!    already there is used only if its bytes are the carried ones; anything else is replaced.
 //!    Folders on a `noexec` mount are passed over (the loader could not map the library).
+//!
+//! A path with a space or a colon cannot be preloaded (the loader splits `LD_PRELOAD` there,
+//! with no escape): given, it is refused; found beside the CLI or as a cache folder, it is
+//! passed over for the next place.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -25,6 +29,20 @@ pub const EMBEDDED: Option<(&[u8], &str)> = Some((
 ));
 #[cfg(not(vl_embedded_shim))]
 pub const EMBEDDED: Option<(&[u8], &str)> = None;
+
+/// Whether the loader can take `p` from `LD_PRELOAD`, which it splits at spaces and colons
+/// with no escape: `/opt/my tools/libvramledger.so` was read as two missing files, and the run
+/// recorded nothing while vramledger said the command made no CUDA call.
+pub fn preloadable(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    !p.as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|b| matches!(b, b' ' | b':'))
+}
+
+const NOT_PRELOADABLE: &str =
+    "LD_PRELOAD cannot hold a path with a space or a colon (the loader splits its list there)";
 
 /// Where the library was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,11 +71,18 @@ pub fn find(
         return given(Path::new(v), "VRAMLEDGER_LIB").map(|p| (p, Source::Env));
     }
     let beside = exe.and_then(Path::parent).map(|d| d.join(LIB_NAME));
-    if let Some(b) = beside.as_deref().filter(|b| b.is_file()) {
+    let found = beside.as_deref().filter(|b| b.is_file());
+    if let Some(b) = found.filter(|b| preloadable(b)) {
         return Ok((b.to_path_buf(), Source::BesideCli));
     }
     let Some((bytes, id)) = EMBEDDED else {
-        let looked = beside.map_or_else(String::new, |b| format!(" (looked for {})", b.display()));
+        let looked = match found {
+            Some(b) => format!(
+                " that can be preloaded ({}: {NOT_PRELOADABLE})",
+                b.display()
+            ),
+            None => beside.map_or_else(String::new, |b| format!(" (looked for {})", b.display())),
+        };
         return Err(format!(
             "cannot find {LIB_NAME}{looked}, and this vramledger was built without a copy of it. \
              Give its path with --lib PATH or VRAMLEDGER_LIB=PATH; it is built by \
@@ -66,6 +91,10 @@ pub fn find(
     };
     let mut errors = Vec::new();
     for base in cache_bases() {
+        if !preloadable(&base) {
+            errors.push(format!("{}: {NOT_PRELOADABLE}", base.display()));
+            continue;
+        }
         match write_out(&base, id, bytes) {
             Ok(p) => return Ok((p, Source::Carried)),
             Err(e) => errors.push(format!("{}: {e}", base.display())),
@@ -89,7 +118,14 @@ pub fn for_this_cli(flag: Option<&Path>) -> Result<PathBuf, String> {
 fn given(p: &Path, what: &str) -> Result<PathBuf, String> {
     if p.is_file() {
         // An absolute path: the command may change its working directory.
-        Ok(std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+        let p = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        if !preloadable(&p) {
+            return Err(format!(
+                "{what} {}: {NOT_PRELOADABLE}; copy or link the library to a path without them",
+                p.display()
+            ));
+        }
+        Ok(p)
     } else {
         Err(format!("{what} {}: no such file", p.display()))
     }

@@ -281,8 +281,22 @@ pub fn append(
             }
             None => {}
         }
+        // A process is stored once: two journals of it (a copy beside the original) would
+        // end the export on the table's UNIQUE constraint, in SQLite's words.
+        let mut journal_of = std::collections::BTreeMap::new();
         for j in &run.journals {
             let h = |k: &str| j.header.get(k).unwrap_or("").to_string();
+            let id = (h("host"), h("pid"), h("start_unix_ns"));
+            if let Some(first) = journal_of.insert(id, &j.path) {
+                return Err(format!(
+                    "{} and {} are journals of one process (host {}, pid {}, start {}): export one of them; nothing was written",
+                    first.display(),
+                    j.path.display(),
+                    h("host"),
+                    h("pid"),
+                    h("start_unix_ns")
+                ));
+            }
             let other: Option<i64> = tx
                 .query_row(
                     "SELECT run_key FROM processes WHERE host = ?1 AND pid = ?2 AND start_unix_ns = ?3",
