@@ -13,6 +13,7 @@ use metrics_support::{data, report_json, scratch, text, vramledger};
 use rusqlite::Connection;
 use serde_json::Value;
 use support::synth::{Synth, MIB};
+use vramledger_format::header::NO_RUN_ID;
 use vramledger_format::Owner;
 
 fn export(db: &Path, runs: &[&Path], extra: &[&str]) -> (i32, String) {
@@ -237,6 +238,36 @@ fn a_process_of_another_run_is_refused_and_nothing_of_the_export_is_written() {
     assert_eq!(
         ids,
         vec![("runX".into(), 2), ("runA".into(), 2), ("runB".into(), 1)]
+    );
+}
+
+#[test]
+fn journals_of_processes_started_by_hand_are_a_run_per_folder() {
+    // Without VRAMLEDGER_RUN_ID (`LD_PRELOAD=... VRAMLEDGER_OUT=DIR CMD`) the shim records the
+    // run id `adhoc`: it names no run, so two such folders exported together are two runs.
+    let dir = scratch("export-adhoc");
+    let db = dir.join("h.db");
+    let (p, q) = (dir.join("p"), dir.join("q"));
+    synth_run(&p, NO_RUN_ID, &[21, 22]);
+    synth_run(&q, NO_RUN_ID, &[23]);
+    let (rc, err) = export(&db, &[&p, &q], &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!err.contains("run adhoc"), "{err}");
+    let c = Connection::open(&db).unwrap();
+    let runs: Vec<(String, String, i64)> = c
+        .prepare("SELECT run_id, source, processes FROM runs ORDER BY run_key")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let src = |d: &Path| d.to_str().unwrap().to_string();
+    assert_eq!(
+        runs,
+        vec![
+            (NO_RUN_ID.into(), src(&p), 2),
+            (NO_RUN_ID.into(), src(&q), 1)
+        ]
     );
 }
 

@@ -71,7 +71,10 @@ pub fn get() -> &'static Config {
         out_dir: env(c"VRAMLEDGER_OUT")
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "vramledger-out".to_string()),
-        run_id: name_part(&env(c"VRAMLEDGER_RUN_ID").unwrap_or_default(), "adhoc"),
+        run_id: name_part(
+            &env(c"VRAMLEDGER_RUN_ID").unwrap_or_default(),
+            vramledger_format::header::NO_RUN_ID,
+        ),
         nvml: truthy(env(c"VRAMLEDGER_NVML"), true),
         debug: truthy(env(c"VRAMLEDGER_DEBUG"), false),
         tap: truthy(env(c"VRAMLEDGER_TAP"), true),

@@ -78,7 +78,7 @@ fn size(path: &Path, model_config: Option<&Path>) -> Option<Sizing> {
 /// Runs `vramledger export`; returns the exit code.
 pub fn main(args: ExportArgs) -> i32 {
     let mut seen = BTreeSet::new();
-    // run id (or, without one, the path) → sources and journals
+    // run id (or, without one or with the shim's `adhoc`, the path) → sources and journals
     let mut groups: BTreeMap<String, RunInput> = BTreeMap::new();
     let mut whole: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
     for path in &args.runs {
@@ -88,7 +88,7 @@ pub fn main(args: ExportArgs) -> i32 {
         };
         for j in journals {
             let run_id = j.header.get("run_id").unwrap_or("").to_string();
-            let key = if run_id.is_empty() {
+            let key = if !sqlite::names_a_run(&run_id) {
                 format!("\0{}", path.display())
             } else {
                 run_id.clone()
@@ -131,7 +131,7 @@ pub fn main(args: ExportArgs) -> i32 {
         Err(e) => return say::fail(e),
     };
     for (run, o) in runs.iter().zip(outcomes) {
-        let name = if run.run_id.is_empty() {
+        let name = if !sqlite::names_a_run(&run.run_id) {
             run.sources
                 .iter()
                 .map(|p| p.display().to_string())

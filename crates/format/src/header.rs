@@ -7,6 +7,11 @@
 //! allocation (docs/journal.md, "Secrets"), and `lib.<name>` for CUDA libraries loaded at the
 //! time (value: resolved path).
 
+/// The `run_id` the shim records when `VRAMLEDGER_RUN_ID` is not set (a process started by
+/// hand, not under `vramledger run`): it names no run, so readers that group journals into runs
+/// (`vramledger export`) treat it as no run id.
+pub const NO_RUN_ID: &str = "adhoc";
+
 /// Ordered key/value pairs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Header {

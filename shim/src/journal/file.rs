@@ -21,7 +21,7 @@ use crate::config::name_part;
 pub fn file_name(run_id: &str, host: &str, pid: i32, start_unix_ns: u64) -> String {
     format!(
         "{}.{}.{pid}.{start_unix_ns}{JOURNAL_SUFFIX}",
-        name_part(run_id, "adhoc"),
+        name_part(run_id, vramledger_format::header::NO_RUN_ID),
         name_part(host, "host")
     )
 }

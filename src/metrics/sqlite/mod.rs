@@ -1,7 +1,7 @@
 //! `vramledger export --sqlite DB RUN...`: runs appended to a SQLite history.
 //!
-//! A run is the journals sharing one header `run_id` (journals without one are a run per
-//! path given). Its identity is the set of its processes (host, pid, journal start); the
+//! A run is the journals sharing one header `run_id` (journals without one, or with the
+//! shim's `adhoc` of a process started by hand, are a run per path given). Its identity is the set of its processes (host, pid, journal start); the
 //! content hash adds what was read of each. Appending a run whose identity is already in
 //! the database is idempotent when the content is the same (nothing is written, the run is
 //! named), refused when it differs (it was exported while still running) unless `replace`;
@@ -20,6 +20,12 @@ use super::view::{self, ProcessView};
 use crate::journal::Journal;
 use crate::ledger::process::{self, ProcessBooks};
 use crate::ledger::REPORT_OWNERS;
+
+/// Whether a header `run_id` names a run: not empty, and not the shim's
+/// [`NO_RUN_ID`](vramledger_format::header::NO_RUN_ID) (`VRAMLEDGER_RUN_ID` unset).
+pub fn names_a_run(run_id: &str) -> bool {
+    !run_id.is_empty() && run_id != vramledger_format::header::NO_RUN_ID
+}
 
 /// One run to append: its journals and where they came from.
 pub struct RunInput {
@@ -250,7 +256,7 @@ pub fn append(
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        let name = if run.run_id.is_empty() {
+        let name = if !names_a_run(&run.run_id) {
             sources.join(", ")
         } else {
             format!("run {}", run.run_id)
