@@ -3,10 +3,10 @@
 //! A run is the journals sharing one header `run_id` (journals without one, or with the
 //! shim's `adhoc` of a process started by hand, are a run per path given). Its identity is
 //! the set of its processes (host, pid, journal start); the content hash adds what was read
-//! of each. Appending a run whose identity is already in
-//! the database is idempotent when the content is the same (nothing is written, the run is
-//! named), refused when it differs (it was exported while still running) unless `replace`;
-//! a process that belongs to another stored run is refused. One transaction per export: all
+//! of each. Appending a run whose identity is already in the database is idempotent when
+//! the content is the same (nothing is written, the run is named), refused when it differs
+//! (it was exported while still running) unless `replace`; a process that belongs to
+//! another stored run is refused. One transaction per export: all
 //! runs are added or none.
 
 pub mod schema;
