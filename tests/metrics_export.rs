@@ -288,6 +288,25 @@ fn unsafe_and_foreign_databases_are_refused() {
         "nothing written through the link"
     );
 
+    // A link where SQLite writes its rollback journal beside a good database: named, never
+    // followed.
+    let good = dir.join("good.db");
+    assert_eq!(export(&good, &[&run], &[]).0, 0);
+    let target = dir.join("elsewhere");
+    std::fs::write(&target, b"keep").unwrap();
+    let side = dir.join("good.db-journal");
+    std::os::unix::fs::symlink(&target, &side).unwrap();
+    let run2 = dir.join("run2");
+    synth_run(&run2, "r2", &[4]);
+    let (rc, err) = export(&good, &[&run2], &[]);
+    assert_eq!(
+        (rc, err.contains("good.db-journal is a symbolic link")),
+        (2, true),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    std::fs::remove_file(&side).unwrap();
+
     let text_file = dir.join("notes.db");
     std::fs::write(&text_file, "some notes, not a database\n".repeat(100)).unwrap();
     let (rc, err) = export(&text_file, &[&run], &[]);

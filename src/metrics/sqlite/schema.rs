@@ -210,6 +210,19 @@ fn meta(c: &Connection, key: &str) -> Result<Option<String>, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The file beside `path` that SQLite writes while it changes the database (rollback
+/// journal, write-ahead log, its index) and that is a symbolic link, if any.
+fn linked_sidecar(path: &Path) -> Option<std::path::PathBuf> {
+    ["-journal", "-wal", "-shm"].into_iter().find_map(|suffix| {
+        let mut side = path.as_os_str().to_os_string();
+        side.push(suffix);
+        let side = std::path::PathBuf::from(side);
+        std::fs::symlink_metadata(&side)
+            .is_ok_and(|m| m.file_type().is_symlink())
+            .then_some(side)
+    })
+}
+
 /// Opens (creating when missing) a vramledger database at `path`.
 pub fn open(path: &Path) -> Result<Connection, String> {
     let p = path.display();
@@ -235,6 +248,13 @@ pub fn open(path: &Path) -> Result<Connection, String> {
         }
         Err(e) => return Err(format!("cannot read {p}: {e}")),
     };
+    if let Some(side) = linked_sidecar(path) {
+        // SQLite would refuse it too, as "unable to open database file", which says not why.
+        return Err(format!(
+            "{} is a symbolic link; SQLite writes there beside {p}: remove it",
+            side.display()
+        ));
+    }
     let c = Connection::open(path).map_err(|e| format!("cannot open {p}: {e}"))?;
     c.busy_timeout(std::time::Duration::from_secs(10))
         .and_then(|_| c.execute_batch("PRAGMA foreign_keys = ON;"))
