@@ -86,26 +86,26 @@ fn drift_text(out: &mut String, d: &Diff, tolerances: &[Tolerance], units: Units
     true
 }
 
+/// `n` and `noun`, plural unless one.
+fn counted(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// The budgets' verdict; whether a budget was exceeded.
 fn budget_text(out: &mut String, budgets: &[Budget], v: &Verdict, units: Units) -> bool {
     let exceeded = !v.exceeded.is_empty();
     if !exceeded {
         let _ = writeln!(
             out,
-            "ok: {} budgets met ({} figures)",
-            budgets.len(),
-            v.checked
+            "ok: {} met ({})",
+            counted(budgets.len(), "budget"),
+            counted(v.checked, "figure")
         );
     } else {
         let _ = writeln!(
             out,
-            "BUDGET EXCEEDED: {} {} over budget:",
-            v.exceeded.len(),
-            if v.exceeded.len() == 1 {
-                "figure"
-            } else {
-                "figures"
-            }
+            "BUDGET EXCEEDED: {} over budget:",
+            counted(v.exceeded.len(), "figure")
         );
         for e in &v.exceeded {
             let b = &budgets[e.budget];
@@ -136,4 +136,14 @@ fn budget_text(out: &mut String, budgets: &[Budget], v: &Verdict, units: Units) 
         );
     }
     exceeded
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_budget_is_singular() {
+        assert_eq!(super::counted(1, "budget"), "1 budget");
+        assert_eq!(super::counted(0, "figure"), "0 figures");
+        assert_eq!(super::counted(5, "budget"), "5 budgets");
+    }
 }
