@@ -37,8 +37,8 @@ pub fn main(args: DiffArgs) -> i32 {
         (a, b)
     });
     let (a, b) = (
-        a.inspect_err(|e| eprintln!("vramledger: {e}")),
-        b.inspect_err(|e| eprintln!("vramledger: {e}")),
+        a.inspect_err(|e| say::line(e)),
+        b.inspect_err(|e| say::line(e)),
     );
     let (Ok(a), Ok(b)) = (a, b) else {
         return exit::BAD_INPUT;

@@ -66,10 +66,10 @@ fn size(path: &Path, model_config: Option<&Path>) -> Option<Sizing> {
             json: crate::output::size_json::render(&report),
         }),
         Err(e) => {
-            eprintln!(
-                "vramledger: note: no sizing rows for {}: {e}",
+            say::line(format_args!(
+                "note: no sizing rows for {}: {e}",
                 path.display()
-            );
+            ));
             None
         }
     }
@@ -152,7 +152,7 @@ pub fn main(args: ExportArgs) -> i32 {
                 format!("{name}: replaced run_key {old_key} by run_key {run_key}")
             }
         };
-        eprintln!("vramledger: {line}");
+        say::line(line);
     }
     if damaged {
         eprintln!("vramledger: some journal was corrupt or cut off (see above); it was stored flagged (processes.corrupt = 1)");

@@ -33,10 +33,10 @@ pub fn main(args: MetricsArgs) -> i32 {
         Ok(l) => l,
         // A folder without journals yet: the run has not started.
         Err(_) if journal::find(&args.path).is_ok_and(|f| f.is_empty()) => {
-            eprintln!(
-                "vramledger: note: no journals (*.vlj) in {} yet; the exposition lists no process",
+            say::line(format_args!(
+                "note: no journals (*.vlj) in {} yet; the exposition lists no process",
                 args.path.display()
-            );
+            ));
             Loaded::default()
         }
         Err(e) => return say::fail(e),
@@ -44,12 +44,12 @@ pub fn main(args: MetricsArgs) -> i32 {
     for file in say::in_file_order(&args.path, &loaded) {
         match file {
             Ok(j) => say::warnings(&j.warnings),
-            Err(e) => eprintln!("vramledger: {e}"),
+            Err(e) => say::line(e),
         }
     }
     let (views, notes) = crate::metrics::views_of(&loaded.journals, args.model_name.as_deref());
     for n in notes {
-        eprintln!("vramledger: note: {n}");
+        say::line(format_args!("note: {n}"));
     }
     let reader = ReaderState {
         journals: loaded.journals.len(),

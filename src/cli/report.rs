@@ -88,7 +88,7 @@ fn to_file(path: &Path, format: Format, units: Units, out: &Path, force: bool) -
     };
     let text = render(&read, format, units);
     match fsout::write(out, text.as_bytes(), force) {
-        Ok(fsout::Written::File) => eprintln!("vramledger: wrote {}", out.display()),
+        Ok(fsout::Written::File) => say::line(format_args!("wrote {}", out.display())),
         Ok(fsout::Written::Stdout) => {}
         Err(e) => return say::fail(e),
     }
@@ -117,13 +117,13 @@ fn load(
     if read.loaded.journals.is_empty() {
         if let Some((last, rest)) = read.loaded.unreadable.split_last() {
             for e in rest {
-                eprintln!("vramledger: {e}");
+                say::line(e);
             }
             return Err(last.clone());
         }
     }
     for e in &read.loaded.unreadable {
-        eprintln!("vramledger: {e}");
+        say::line(e);
     }
     let damaged = read.loaded.damaged();
     Ok((read, damaged))

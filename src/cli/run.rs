@@ -58,12 +58,12 @@ pub fn main(args: RunArgs) -> i32 {
     };
     let has_journals = journal::find(&outcome.out).is_ok_and(|f| f.iter().any(ours));
     if has_journals {
-        eprintln!(
-            "vramledger: journals of run {} are in {}; report again with `vramledger report {}`",
+        say::line(format_args!(
+            "journals of run {} are in {}; report again with `vramledger report {}`",
             outcome.run_id,
             outcome.out.display(),
             outcome.out.display()
-        );
+        ));
         let format = if args.json {
             Format::Json
         } else {
@@ -71,10 +71,10 @@ pub fn main(args: RunArgs) -> i32 {
         };
         let _ = report::to_stdout(&outcome.out, format, Units::Gib, Some(&outcome.run_id));
     } else {
-        eprintln!(
-            "vramledger: the command wrote no journal in {} (it made no CUDA call and printed no stage line under the preload)",
+        say::line(format_args!(
+            "the command wrote no journal in {} (it made no CUDA call and printed no stage line under the preload)",
             outcome.out.display()
-        );
+        ));
     }
     outcome.exit_code
 }

@@ -1,5 +1,6 @@
 //! What every verb says and how: errors and warnings on stderr, one line each, prefixed
-//! `vramledger:`; the answer on stdout, where a closed pipe is not an error.
+//! `vramledger:` (escaped for a terminal: they quote stage names, paths and log lines); the
+//! answer on stdout, where a closed pipe is not an error.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -7,17 +8,23 @@ use std::path::Path;
 
 use crate::exit;
 use crate::journal::{self, Journal, Loaded};
+use crate::output::terminal_text::escaped;
+
+/// Says `msg` on stderr as one line, its control and bidi characters escaped.
+pub fn line(msg: impl std::fmt::Display) {
+    eprintln!("vramledger: {}", escaped(&msg.to_string()));
+}
 
 /// Says `msg` on stderr; returns [`exit::BAD_INPUT`].
 pub fn fail(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("vramledger: {msg}");
+    line(msg);
     exit::BAD_INPUT
 }
 
 /// Says each warning on stderr.
 pub fn warnings<'w>(warnings: impl IntoIterator<Item = &'w String>) {
     for w in warnings {
-        eprintln!("vramledger: warning: {w}");
+        line(format_args!("warning: {w}"));
     }
 }
 

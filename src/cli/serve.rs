@@ -51,25 +51,25 @@ pub fn main(args: ServeArgs) -> i32 {
         },
     );
     if !args.path.exists() {
-        eprintln!(
-            "vramledger: note: {} does not exist yet; waiting for its journals",
+        say::line(format_args!(
+            "note: {} does not exist yet; waiting for its journals",
             args.path.display()
-        );
+        ));
     }
     watch.refresh();
     for n in watch.take_notes() {
-        eprintln!("vramledger: {n}");
+        say::line(n);
     }
     if !addr.ip().is_loopback() {
         eprintln!(
             "vramledger: note: listening beyond loopback ({addr}): anyone who reaches it sees your process and model names"
         );
     }
-    eprintln!(
-        "vramledger: serving {} at http://{addr}/metrics ({} journals so far)",
+    say::line(format_args!(
+        "serving {} at http://{addr}/metrics ({} journals so far)",
         args.path.display(),
         watch.journals()
-    );
+    ));
     let watch = Arc::new(Mutex::new(watch));
     http::run(
         listener,
@@ -77,7 +77,7 @@ pub fn main(args: ServeArgs) -> i32 {
             let mut w = watch.lock().unwrap_or_else(|p| p.into_inner());
             w.refresh();
             for n in w.take_notes() {
-                eprintln!("vramledger: {n}");
+                say::line(n);
             }
             let views = w.views();
             let reader = ReaderState {

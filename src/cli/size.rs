@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::say;
 use crate::exit;
+use crate::output::terminal_text::escaped;
 use crate::output::{size_json, size_text};
 use crate::sizing::{self, SizeRequest, DEFAULT_MARGIN_GIB};
 
@@ -224,7 +225,7 @@ pub fn main(args: &SizeArgs) -> i32 {
     let report = match sizing::build(&args.request()) {
         Ok(r) => r,
         Err(msg) => {
-            eprintln!("vramledger size: {msg}");
+            eprintln!("vramledger size: {}", escaped(&msg));
             return exit::BAD_INPUT;
         }
     };

@@ -99,10 +99,10 @@ pub fn main(args: SnapshotArgs) -> i32 {
         Err(e) => return fail(e),
     };
     for s in &snap.skipped {
-        eprintln!(
-            "vramledger: note: {} (pid {}) left out: {}",
+        say::line(format_args!(
+            "note: {} (pid {}) left out: {}",
             s.journal, s.pid, s.reason
-        );
+        ));
     }
     let bytes = match args.format {
         SnapshotFormat::Json => match output::snapshot_json::render(&snap) {
@@ -112,7 +112,7 @@ pub fn main(args: SnapshotArgs) -> i32 {
         SnapshotFormat::MemoryViz => {
             let (bytes, notes) = output::memory_viz::render(&snap);
             for n in notes {
-                eprintln!("vramledger: note: {n}");
+                say::line(format_args!("note: {n}"));
             }
             bytes
         }
@@ -124,13 +124,13 @@ pub fn main(args: SnapshotArgs) -> i32 {
         Err(e) => return fail(e),
     };
     let devices: usize = snap.processes.iter().map(|p| p.devices.len()).sum();
-    eprintln!(
-        "vramledger: wrote a {} snapshot {} ({}, {}) to {}",
+    say::line(format_args!(
+        "wrote a {} snapshot {} ({}, {}) to {}",
         args.format.name(),
         at.describe(),
         output::count(snap.processes.len(), "process", "processes"),
         output::count(devices, "device", "devices"),
         to
-    );
+    ));
     exit::OK
 }

@@ -6,8 +6,9 @@ use std::fmt::Write;
 use crate::budgets::{Budget, Verdict};
 use crate::check::drifted;
 use crate::diff::Diff;
-use crate::output::diff_text::{a_to_b, signed, size};
+use crate::output::diff_text::{a_to_b, device_text, signed, size, stage_text};
 use crate::output::report_text::Units;
+use crate::output::terminal_text::escaped;
 use crate::size_arg::Tolerance;
 
 fn tolerance_text(tolerances: &[Tolerance]) -> String {
@@ -46,7 +47,7 @@ fn drift_text(out: &mut String, d: &Diff, tolerances: &[Tolerance], units: Units
             out,
             "ok: {} figures (owner × stage × device) within {tol} of the baseline {}",
             d.figures.len(),
-            d.a.source
+            escaped(&d.a.source)
         );
         return false;
     }
@@ -55,7 +56,7 @@ fn drift_text(out: &mut String, d: &Diff, tolerances: &[Tolerance], units: Units
         "DRIFT: {} of {} figures (owner × stage × device) moved by more than {tol} from the baseline {}:",
         drift.len(),
         d.figures.len(),
-        d.a.source
+        escaped(&d.a.source)
     );
     for f in drift {
         let base = f.bytes.a.unwrap_or(0);
@@ -76,8 +77,8 @@ fn drift_text(out: &mut String, d: &Diff, tolerances: &[Tolerance], units: Units
             out,
             "  {:>12}  {} stage {} owner {}: {} ({pct}; allowed ±{})",
             signed(f.bytes.change(), units),
-            d.device_label(f.device),
-            Diff::stage_label(&f.stage, f.occurrence),
+            device_text(d, f.device),
+            stage_text(&f.stage, f.occurrence),
             f.owner.name(),
             a_to_b(&f.bytes, units),
             size(allowed as i64, units),
@@ -112,15 +113,15 @@ fn budget_text(out: &mut String, budgets: &[Budget], v: &Verdict, units: Units) 
             let stage = e
                 .stage
                 .as_ref()
-                .map_or_else(String::new, |s| format!(" stage {s}"));
+                .map_or_else(String::new, |s| format!(" stage {}", escaped(s)));
             let _ = writeln!(
                 out,
                 "  budget #{} {}: {} dev {}{stage}: {} is {} > max {} (over by {})",
                 b.number,
-                b.entry,
-                e.process,
+                escaped(&b.entry),
+                escaped(&e.process),
                 e.device,
-                b.what(),
+                escaped(&b.what()),
                 size(e.bytes, units),
                 size(b.max as i64, units),
                 size(e.bytes.saturating_sub(b.max as i64), units),
@@ -132,7 +133,8 @@ fn budget_text(out: &mut String, budgets: &[Budget], v: &Verdict, units: Units) 
         let _ = writeln!(
             out,
             "note: budget #{} {} matched nothing in this run",
-            b.number, b.entry
+            b.number,
+            escaped(&b.entry)
         );
     }
     exceeded

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::diff::{Change, Diff, Presence, ProcPair};
 use crate::output::report_text::Units;
+use crate::output::terminal_text::escaped;
 use crate::size_arg::human_bytes;
 
 /// A size as shown (`1.500 GiB` / `12.0 MiB`, or bytes).
@@ -34,6 +35,16 @@ pub fn a_to_b(c: &Change, units: Units) -> String {
     format!("{} → {}", side(c.a, units), side(c.b, units))
 }
 
+/// A device's label as shown: process labels come from command lines, escaped for a terminal.
+pub fn device_text(d: &Diff, i: usize) -> String {
+    escaped(&d.device_label(i)).into_owned()
+}
+
+/// A stage's label as shown, escaped for a terminal.
+pub fn stage_text(stage: &str, occurrence: usize) -> String {
+    escaped(&Diff::stage_label(stage, occurrence)).into_owned()
+}
+
 fn secs(ns: i64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
@@ -42,11 +53,12 @@ fn describe(p: &ProcPair) -> String {
     let pid = |r: &Option<crate::diff::ProcRef>| {
         r.as_ref().map_or("—".to_string(), |r| r.pid.to_string())
     };
+    let label = escaped(&p.label);
     match p.matched_by {
-        "rank" => format!("{} (pid {} → {})", p.label, pid(&p.a), pid(&p.b)),
-        "cmdline" => format!("{} (same command line)", p.label),
-        "order" => format!("{} (by order)", p.label),
-        _ => p.label.clone(),
+        "rank" => format!("{label} (pid {} → {})", pid(&p.a), pid(&p.b)),
+        "cmdline" => format!("{label} (same command line)"),
+        "order" => format!("{label} (by order)"),
+        _ => label.into_owned(),
     }
 }
 
@@ -62,18 +74,15 @@ fn presence_note(p: Presence) -> &'static str {
 pub fn render(d: &Diff, units: Units) -> String {
     let mut out = String::new();
     sides(&mut out, d);
-    // Column widths from what is shown.
-    let dw = d
-        .devices
-        .iter()
-        .enumerate()
-        .map(|(i, _)| d.device_label(i).chars().count())
+    // Column widths from what is shown (escaped).
+    let dw = (0..d.devices.len())
+        .map(|i| device_text(d, i).chars().count())
         .max()
         .unwrap_or(0);
     let sw = d
         .stages
         .iter()
-        .map(|s| Diff::stage_label(&s.stage, s.occurrence).chars().count())
+        .map(|s| stage_text(&s.stage, s.occurrence).chars().count())
         .max()
         .unwrap_or(0)
         .min(40);
@@ -97,10 +106,10 @@ fn sides(out: &mut String, d: &Diff) {
     let _ = writeln!(
         out,
         "vramledger diff\n  A: {} ({}, {})\n  B: {} ({}, {})",
-        d.a.source,
+        escaped(&d.a.source),
         d.a.kind,
         super::count(d.a.processes, "process", "processes"),
-        d.b.source,
+        escaped(&d.b.source),
         d.b.kind,
         super::count(d.b.processes, "process", "processes")
     );
@@ -123,7 +132,7 @@ fn sides(out: &mut String, d: &Diff) {
             })
             .map(|p| {
                 let r = p.a.as_ref().or(p.b.as_ref()).expect("one side");
-                format!("pid {} ({})", r.pid, truncate(&r.cmdline, 60))
+                format!("pid {} ({})", r.pid, truncate(&escaped(&r.cmdline), 60))
             })
             .collect();
         if !only.is_empty() {
@@ -145,12 +154,12 @@ fn figures(out: &mut String, d: &Diff, cols: &Columns, units: Units) {
     }
     let w = if units == Units::Bytes { 16 } else { 12 };
     for f in &changed {
-        let stage = Diff::stage_label(&f.stage, f.occurrence);
+        let stage = stage_text(&f.stage, f.occurrence);
         let _ = writeln!(
             out,
             "  {:>w$}  {:<dw$}  {:<sw$}  {:<16}  {}",
             signed(f.bytes.change(), units),
-            d.device_label(f.device),
+            device_text(d, f.device),
             truncate(&stage, sw),
             f.owner.name(),
             a_to_b(&f.bytes, units),
@@ -184,8 +193,8 @@ fn stages(out: &mut String, d: &Diff, cols: &Columns, units: Units) {
                 } else {
                     String::new()
                 },
-                d.device_label(s.device),
-                truncate(&Diff::stage_label(&s.stage, s.occurrence), sw),
+                device_text(d, s.device),
+                truncate(&stage_text(&s.stage, s.occurrence), sw),
                 dur(s.duration_ns.a),
                 dur(s.duration_ns.b),
                 a_to_b(&s.device_delta, units),
@@ -203,7 +212,7 @@ fn devices(out: &mut String, d: &Diff, units: Units) {
             d.processes[dev.process].a.is_none() || d.processes[dev.process].b.is_none();
         let head = format!(
             "{}{}",
-            d.device_label(di),
+            device_text(d, di),
             if one_sided {
                 ""
             } else {
@@ -236,7 +245,7 @@ fn devices(out: &mut String, d: &Diff, units: Units) {
                     if p.stage.is_empty() {
                         String::new()
                     } else {
-                        format!(" in {}", p.stage)
+                        format!(" in {}", escaped(&p.stage))
                     }
                 })
             };
@@ -281,27 +290,27 @@ fn modules(out: &mut String, d: &Diff, units: Units) {
     let mut mods = Vec::new();
     for (di, dev) in d.devices.iter().enumerate() {
         for m in &dev.modules {
-            let name = if m.module.is_empty() { "?" } else { &m.module };
+            let name = if m.module.is_empty() {
+                "?".into()
+            } else {
+                escaped(&m.module)
+            };
+            let owner = escaped(&m.owner);
             let what = match m.presence {
-                Presence::OnlyB => format!(
-                    "appeared  {name} [{}] peak {}",
-                    m.owner,
-                    side(m.peak.b, units)
-                ),
-                Presence::OnlyA => format!(
-                    "vanished  {name} [{}] peak {}",
-                    m.owner,
-                    side(m.peak.a, units)
-                ),
+                Presence::OnlyB => {
+                    format!("appeared  {name} [{owner}] peak {}", side(m.peak.b, units))
+                }
+                Presence::OnlyA => {
+                    format!("vanished  {name} [{owner}] peak {}", side(m.peak.a, units))
+                }
                 Presence::Both => format!(
-                    "changed   {name} [{}] peak {} ({}), live {}",
-                    m.owner,
+                    "changed   {name} [{owner}] peak {} ({}), live {}",
                     a_to_b(&m.peak, units),
                     signed(m.peak.change(), units),
                     a_to_b(&m.live, units)
                 ),
             };
-            mods.push(format!("  {}: {what}", d.device_label(di)));
+            mods.push(format!("  {}: {what}", device_text(d, di)));
         }
     }
     if !mods.is_empty() {

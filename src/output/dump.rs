@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use vramledger_format::{Kind, MemKind, Owner};
 
 use crate::journal::Journal;
+use crate::output::terminal_text::escaped;
 
 /// The memory kind a record is about (address-space records are virtual whatever they say).
 fn mem_name(e: &vramledger_format::Event) -> &'static str {
@@ -75,6 +76,7 @@ fn mib(bytes: u64) -> String {
 }
 
 /// One record as a line for humans: time, kind, entry point, device, bytes, owner, module.
+/// The journal's text in it (module path, stage name, warning) is escaped for a terminal.
 pub fn text_line(j: &Journal, e: &vramledger_format::Event, t0: u64) -> String {
     let kind = e.kind().map_or("unknown", Kind::name);
     let secs = e.t_ns.saturating_sub(t0) as f64 / 1e9;
@@ -104,11 +106,12 @@ pub fn text_line(j: &Journal, e: &vramledger_format::Event, t0: u64) -> String {
         String::new()
     };
     format!(
-        "{secs:>10.6}s {:>6} {kind:<13} {:<30} dev {:>2}  {what}{rc}  [{}]",
+        "{secs:>10.6}s {:>6} {kind:<13} {:<30} dev {:>2}  {}{rc}  [{}]",
         e.tid,
         e.api().map_or("-", |a| a.name()),
         e.device,
-        j.stage_name(e.stage)
+        escaped(&what),
+        escaped(j.stage_name(e.stage))
     )
 }
 
@@ -121,7 +124,8 @@ pub fn render_text(j: &Journal) -> String {
         .unwrap_or(0);
     let mut out = String::new();
     for (k, v) in &j.header.pairs {
-        out.push_str(&format!("# {k} = {}\n", v.replace('\0', " ")));
+        let v = v.replace('\0', " ");
+        out.push_str(&format!("# {} = {}\n", escaped(k), escaped(&v)));
     }
     for e in &j.events {
         out.push_str(&text_line(j, e, t0));

@@ -8,6 +8,7 @@ use vramledger_format::record::flags;
 use vramledger_format::{Event, Kind, PoolScope, POOL_UNKNOWN};
 
 use crate::ledger::pools::{Mismatch, PoolKey, TorchPools};
+use crate::output::terminal_text::escaped;
 
 /// How many disagreements the text report lists (the JSON lists all).
 const SHOWN: usize = 8;
@@ -28,7 +29,7 @@ fn mismatch_text(m: &Mismatch, amount: &dyn Fn(i64) -> String) -> String {
             label(m.books_pool),
             amount(m.books_bytes as i64)
         ),
-        Some(o) => format!("books {} {}", o.name(), m.module),
+        Some(o) => format!("books {} {}", o.name(), escaped(&m.module)),
         None => "books: nothing".to_string(),
     };
     format!(
@@ -46,7 +47,11 @@ pub fn text(out: &mut String, p: &TorchPools, amount: &dyn Fn(i64) -> String) {
     }
     let source = match &p.hooks {
         Some(v) if v.is_empty() => format!("Python hook; pool windows: {}", p.windows),
-        Some(v) => format!("Python hook, torch {v}; pool windows: {}", p.windows),
+        Some(v) => format!(
+            "Python hook, torch {}; pool windows: {}",
+            escaped(v),
+            p.windows
+        ),
         None => "no Python hook: graph pools by stream capture only".to_string(),
     };
     let rows: Vec<String> = p

@@ -7,6 +7,7 @@ use vramledger_format::Owner;
 use crate::ledger::boundaries::SetBy;
 use crate::ledger::process::{DeviceBooks, ProcessBooks, StageRow};
 use crate::ledger::{RunBooks, REPORT_OWNERS};
+use crate::output::terminal_text::escaped;
 
 /// How numbers are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +49,7 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
     for s in &d.stages {
         let mut row = format!(
             "  {:<26} {:>w$}",
-            truncate(&s.name, 26),
+            truncate(&escaped(&s.name), 26),
             amount(s.device_delta, units)
         );
         for o in REPORT_OWNERS {
@@ -96,13 +97,16 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
         out,
         "  peak (hooked): {} in {}",
         amount(d.peak_total.bytes, units),
-        d.peak_total.stage
+        escaped(&d.peak_total.stage)
     );
     let peaks: Vec<String> = d
         .peak_by_owner
         .iter()
         .filter(|(_, p)| p.bytes > 0)
-        .map(|(o, p)| format!("{} {} ({})", o.name(), amount(p.bytes, units), p.stage))
+        .map(|(o, p)| {
+            let stage = escaped(&p.stage);
+            format!("{} {} ({stage})", o.name(), amount(p.bytes, units))
+        })
         .collect();
     if !peaks.is_empty() {
         let _ = writeln!(out, "  peak by owner: {}", peaks.join(", "));
@@ -114,7 +118,11 @@ fn device_table(out: &mut String, d: &DeviceBooks, units: Units) {
         .map(|m| {
             format!(
                 "{} [{}] live {} peak {}",
-                if m.module.is_empty() { "?" } else { &m.module },
+                if m.module.is_empty() {
+                    "?".into()
+                } else {
+                    escaped(&m.module)
+                },
                 m.owner.map_or("-", |o| o.name()),
                 amount(m.live, units),
                 amount(m.peak, units)
@@ -142,7 +150,10 @@ fn placed_boundaries(out: &mut String, stages: &[StageRow]) {
     let placed: Vec<String> = stages
         .iter()
         .filter(|s| !s.start_recorded && s.start_set_by != SetBy::Implicit)
-        .map(|s| format!("{} at {}", s.name, truncate(&s.start_detail, 140)))
+        .map(|s| {
+            let detail = truncate(&escaped(&s.start_detail), 140);
+            format!("{} at {detail}", escaped(&s.name))
+        })
         .collect();
     if !placed.is_empty() {
         let _ = writeln!(out, "  boundaries no line marked: {}", placed.join("; "));
@@ -163,8 +174,8 @@ fn process(out: &mut String, p: &ProcessBooks, units: Units) {
         out,
         "process {} on {}{rank}: {}",
         p.pid,
-        p.host,
-        truncate(&p.cmdline, 100)
+        escaped(&p.host),
+        truncate(&escaped(&p.cmdline), 100)
     );
     if p.devices.is_empty() {
         let _ = writeln!(out, "  (no device memory recorded)");
@@ -197,7 +208,7 @@ pub fn render(run: &RunBooks, units: Units) -> String {
     if !idle.is_empty() {
         let who: Vec<String> = idle
             .iter()
-            .map(|p| format!("{} {}", p.pid, truncate(&p.cmdline, 60)))
+            .map(|p| format!("{} {}", p.pid, truncate(&escaped(&p.cmdline), 60)))
             .collect();
         let _ = writeln!(
             out,
@@ -232,7 +243,7 @@ pub fn render(run: &RunBooks, units: Units) -> String {
             let _ = writeln!(
                 out,
                 "  {:<26} min {}  [{}]",
-                s.name,
+                escaped(&s.name),
                 amount(s.min_free as i64, units),
                 ranks.join(", ")
             );

@@ -2,10 +2,12 @@
 //! baseline to the token count, the reproduction check, the run-time need after the pool, and
 //! the what-ifs.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use vramledger_engines::sizing::pyfloat::GIB;
 
+use crate::output::terminal_text::escaped;
 use crate::sizing::inputs::Sourced;
 use crate::sizing::layouts::verdict;
 use crate::sizing::{DefaultsReport, Recommendation, Runtime, SglangReport, SizeReport, WhatIf};
@@ -425,5 +427,29 @@ pub fn render(report: &SizeReport) -> String {
             );
         }
     }
-    out
+    terminal_lines(out)
+}
+
+/// `text` with each line escaped for a terminal: the report quotes log lines, command lines
+/// and stage names in many places, and its own layout is nothing but newlines.
+fn terminal_lines(text: String) -> String {
+    match escaped(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(_) => text.split('\n').map(escaped).collect::<Vec<_>>().join("\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_line_is_escaped_and_the_layout_kept() {
+        let text = "model: /m/\x1b]0;x\x07 (cmdline)\n  note\u{202e}\r\n".to_string();
+        assert_eq!(
+            terminal_lines(text),
+            "model: /m/\\x1b]0;x\\x07 (cmdline)\n  note\\u{202e}\\r\n"
+        );
+        assert_eq!(terminal_lines("a\nb\n".into()), "a\nb\n");
+    }
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::inputs::Origin;
 use super::report::ModelSource;
 use super::request::SizeRequest;
+use crate::output::terminal_text::escaped;
 
 fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
     // A regular file of bounded size, every sizing field bounded (src/sizing/model_config.rs).
@@ -56,7 +57,7 @@ pub fn find_model(
         }
         match read_model(&c, origin, detail) {
             Ok(m) => return Ok(Some(m)),
-            Err(e) => eprintln!("vramledger size: warning: {e}; not used"),
+            Err(e) => eprintln!("vramledger size: warning: {}; not used", escaped(&e)),
         }
     }
     Ok(None)

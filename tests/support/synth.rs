@@ -24,12 +24,17 @@ fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
 
 impl Synth {
     pub fn new(pid: u32, run_id: &str) -> Synth {
+        Synth::on(pid, run_id, "testhost", "python\0-m\0sglang.launch_server")
+    }
+
+    /// A journal of a process on `host` that ran `cmdline` (its arguments NUL-separated).
+    pub fn on(pid: u32, run_id: &str, host: &str, cmdline: &str) -> Synth {
         let mut h = Header::default();
         h.push("pid", pid.to_string());
         h.push("ppid", "1");
         h.push("run_id", run_id);
-        h.push("host", "testhost");
-        h.push("cmdline", "python\0-m\0sglang.launch_server");
+        h.push("host", host);
+        h.push("cmdline", cmdline);
         h.push(
             "start_unix_ns",
             (1_700_000_000_000_000_000u64 + pid as u64).to_string(),

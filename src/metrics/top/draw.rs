@@ -1,6 +1,7 @@
 //! Drawing one frame of `vramledger top` (ratatui): a title line, a table of devices × owners
 //! (live, peak, change over the window) under each process's current stage, and the stage
-//! changes of the window. Rows that changed are highlighted.
+//! changes of the window. Rows that changed are highlighted. Names from the journals (stages,
+//! commands, hosts, GPUs) are escaped: ratatui drops control characters but not bidi ones.
 
 use std::time::Instant;
 
@@ -13,6 +14,7 @@ use vramledger_format::Owner;
 
 use super::{row_names, RowKey, TopState, HOOKED};
 use crate::metrics::view::{DeviceView, ProcessView};
+use crate::output::terminal_text::escaped;
 
 /// Bytes for people: `0 B`, `512.0 KiB`, `24.0 MiB`, `12.50 GiB` (signed when `signed`).
 pub fn human(bytes: i64, signed: bool) -> String {
@@ -76,10 +78,11 @@ fn process_row(p: &ProcessView) -> Row<'static> {
         Some(false) => "exited",
         None => "remote",
     };
+    let current = escaped(&p.current_stage);
     let stage = match (p.running, p.stage_started_unix_s) {
-        (Some(false), _) => format!("ended in stage {}", p.current_stage),
-        (_, Some(t)) => format!("stage {} for {}", p.current_stage, duration(unix_now() - t)),
-        _ => format!("stage {}", p.current_stage),
+        (Some(false), _) => format!("ended in stage {current}"),
+        (_, Some(t)) => format!("stage {current} for {}", duration(unix_now() - t)),
+        _ => format!("stage {current}"),
     };
     Row::new(vec![
         Cell::from(format!("pid {}{rank}", p.labels.pid)),
@@ -89,7 +92,8 @@ fn process_row(p: &ProcessView) -> Row<'static> {
         Cell::from(""),
         Cell::from(format!(
             "{stage}  {} on {}",
-            p.labels.command, p.labels.host
+            escaped(&p.labels.command),
+            escaped(&p.labels.host)
         )),
     ])
     .style(Style::default().add_modifier(Modifier::BOLD))
@@ -102,9 +106,9 @@ fn rows(st: &TopState) -> Vec<Row<'static>> {
         for d in &p.devices {
             let gpu = d
                 .gpu
-                .clone()
-                .or_else(|| d.uuid.clone())
-                .unwrap_or_else(|| "-".into());
+                .as_deref()
+                .or(d.uuid.as_deref())
+                .map_or_else(|| "-".into(), |g| escaped(g).into_owned());
             for name in row_names() {
                 let (live, peak) = owner_bytes(d, name);
                 let key: RowKey = (p.journal.clone(), d.device, name);
@@ -219,8 +223,8 @@ pub fn frame(f: &mut Frame, st: &TopState, root: &str, now: Instant) {
                     "{:>5.1} s ago  pid {}: {} -> {}",
                     now.duration_since(c.at).as_secs_f64(),
                     c.pid,
-                    c.from,
-                    c.to
+                    escaped(&c.from),
+                    escaped(&c.to)
                 ))
             })
             .collect();
@@ -334,6 +338,27 @@ mod tests {
             !s.contains("nccl"),
             "owners that never held memory are left out\n{s}"
         );
+    }
+
+    #[test]
+    fn journal_names_are_drawn_escaped() {
+        let mut st = TopState::new(Duration::from_secs(5));
+        let mut p = process(1 << 30, "load\u{202e}gnp");
+        p.labels.host = "h\x1b[2J".into();
+        p.labels.command = "py".into();
+        let t0 = Instant::now();
+        st.update(vec![p.clone()], t0);
+        p.current_stage = "kv\u{2066}".into();
+        st.update(vec![p], t0 + Duration::from_secs(1));
+        let s = screen(&st);
+        for want in [
+            "on h\\x1b[2J",
+            "stage kv\\u{2066}",
+            "load\\u{202e}gnp -> kv\\u{2066}",
+        ] {
+            assert!(s.contains(want), "no {want:?} on\n{s}");
+        }
+        assert!(!s.contains(['\u{202e}', '\u{2066}', '\x1b']), "{s}");
     }
 
     #[test]
