@@ -211,25 +211,23 @@ fn a_cli_alone_writes_out_the_library_it_carries() {
     assert_eq!(&bytes[..4], b"\x7fELF");
     // The same content is reused as it is (same inode); a run preloads it.
     let ino = std::fs::metadata(&lib).unwrap().ino();
-    let out = d.join("out");
-    let exe = c.exe("cublas_like");
-    let r = support::run(support::command(
-        &lone,
-        &[
-            "run",
-            "--json",
-            "--out",
-            out.to_str().unwrap(),
-            "--",
-            exe.to_str().unwrap(),
-        ],
-        &c.driver_dir,
-        &env,
-    ));
+    let r = run_cublas_like(&lone, &d.join("out"), &env);
     assert!(r.success(), "{}", r.dump());
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["processes"].as_array().unwrap().len(), 1);
     assert_eq!(std::fs::metadata(&lib).unwrap().ino(), ino);
+}
+
+/// `CLI run --json --out OUT -- cublas_like` on the fake driver.
+fn run_cublas_like(cli: &Path, out: &Path, env: &[(&str, &str)]) -> support::RunOutput {
+    let c = support::clients();
+    let exe = c.exe("cublas_like");
+    let args = ["run", "--json", "--out", out.to_str().unwrap(), "--"];
+    let mut cmd = support::command(cli, &args, &c.driver_dir, env);
+    support::run({
+        cmd.arg(exe);
+        cmd
+    })
 }
 
 /// The loader splits LD_PRELOAD at spaces and colons: a CLI installed in `my tools/` preloaded
@@ -255,20 +253,7 @@ fn a_library_path_the_loader_would_split_is_never_preloaded() {
         r.dump()
     );
     let out = d.join("out");
-    let exe = c.exe("cublas_like");
-    let r = support::run(support::command(
-        &lone,
-        &[
-            "run",
-            "--json",
-            "--out",
-            out.to_str().unwrap(),
-            "--",
-            exe.to_str().unwrap(),
-        ],
-        &c.driver_dir,
-        &env,
-    ));
+    let r = run_cublas_like(&lone, &out, &env);
     assert!(r.success(), "{}", r.dump());
     assert!(!r.stderr.contains("cannot be preloaded"), "{}", r.dump());
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
