@@ -11,16 +11,10 @@ use serde_json::Value;
 use support::synth::{Synth, GIB, MIB};
 use vramledger_format::Owner;
 
-fn cli() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vramledger"))
-}
+use support::cli;
 
 fn dir(test: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("diffcheck-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::fresh_dir("diffcheck", test)
 }
 
 /// An SGLang-shaped rank (as in tests/report.rs): context 512 MiB, weights 4 GiB, KV 8 GiB,

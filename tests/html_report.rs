@@ -14,16 +14,10 @@ use support::synth::{Synth, GIB, MIB};
 use vramledger::ledger::OwnerBytes;
 use vramledger_format::Owner;
 
-fn cli() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vramledger"))
-}
+use support::cli;
 
 fn dir(test: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("html-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::fresh_dir("html", test)
 }
 
 const STAGES: [&str; 5] = [

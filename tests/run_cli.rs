@@ -10,16 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-fn cli() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vramledger"))
-}
+use support::cli;
 
 fn dir(test: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("run-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::fresh_dir("run", test)
 }
 
 fn run_cli(args: &[&str], env: &[(&str, &str)]) -> support::RunOutput {

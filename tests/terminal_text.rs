@@ -25,16 +25,10 @@ const CMDLINE_SHOWN: &str = "\\x1b]0;cmd\\x07";
 const FILE: &str = "cut\x1b]0;file\x07\u{202e}.vlj";
 const FILE_SHOWN: &str = "cut\\x1b]0;file\\x07\\u{202e}.vlj";
 
-fn cli() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vramledger"))
-}
+use support::cli;
 
 fn dir(test: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("terminal-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::fresh_dir("terminal", test)
 }
 
 /// A process whose stage, log line, module, host and command line are all hostile; its torch

@@ -26,16 +26,10 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn cli() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vramledger"))
-}
+use support::cli;
 
 fn dir(test: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("viewers-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::fresh_dir("viewers", test)
 }
 
 /// `node`, the checker's packages and Chromium, or the reason they are missing.

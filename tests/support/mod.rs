@@ -16,6 +16,20 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// The CLI under test.
+pub fn cli() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vramledger"))
+}
+
+/// An empty folder of this test binary's own, `<prefix>-<test>-<pid>`, made afresh.
+pub fn fresh_dir(prefix: &str, test: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{prefix}-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// The shared libraries, in build order: (source, file name, extra link inputs).
 const LIBRARIES: &[(&str, &str, &[&str])] = &[
     ("cudart.c", "libcudart.so.13", &[]),
