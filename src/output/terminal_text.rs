@@ -4,9 +4,11 @@
 //! overwrites what was printed, or bidi controls that show text reordered ("Trojan Source").
 //!
 //! Each such character is shown as an escape instead: `\t`, `\n`, `\r`, `\xNN` for the other
-//! C0 controls and DEL, `\u{NN}` for C1 controls and bidi controls. Backslashes are left as
-//! they are, so escaping twice changes nothing and paths stay readable; a name that holds
-//! the four characters `\x1b` reads like one that holds ESC, and `--json` tells them apart.
+//! C0 controls and DEL, `\u{NN}` for C1 controls, bidi controls and the Unicode line and
+//! paragraph separators (U+2028, U+2029: a line break to some terminals and viewers).
+//! Backslashes are left as they are, so escaping twice changes nothing and paths stay
+//! readable; a name that holds the four characters `\x1b` reads like one that holds ESC, and
+//! `--json` tells them apart.
 //! Everything else, CJK, accents and emoji included, is shown as it is.
 
 use std::borrow::Cow;
@@ -21,7 +23,7 @@ fn dangerous(c: char) -> bool {
             | '\u{61c}'
             | '\u{200e}'
             | '\u{200f}'
-            | '\u{202a}'..='\u{202e}'
+            | '\u{2028}'..='\u{202e}'
             | '\u{2066}'..='\u{2069}'
     )
 }
@@ -110,11 +112,19 @@ mod tests {
     }
 
     #[test]
+    fn unicode_line_and_paragraph_separators_are_shown_as_escapes() {
+        assert_eq!(
+            owned("line\u{2028}forged\u{2029}para"),
+            "line\\u{2028}forged\\u{2029}para"
+        );
+    }
+
+    #[test]
     fn ordinary_text_around_an_escape_is_kept() {
         assert_eq!(owned("読み込み\x1b[31mé🚀"), "読み込み\\x1b[31mé🚀");
         // Characters beside the escaped ranges (ZWJ joins emoji) are ordinary text.
         assert!(matches!(
-            escaped("\u{a0}\u{61b}\u{200d}\u{2029}\u{206a}"),
+            escaped("\u{a0}\u{61b}\u{200d}\u{2027}\u{206a}"),
             Cow::Borrowed(_)
         ));
     }
