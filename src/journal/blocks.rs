@@ -32,6 +32,12 @@ pub(crate) trait Sink {
     fn compact_event(&mut self, j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
         self.event(j, e)
     }
+    /// [`Sink::compact_event`] of a record whose template is [`briefable`]: admitting it
+    /// would change nothing, so a sink that admits may skip that.
+    #[inline(always)]
+    fn briefable_event(&mut self, j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
+        self.compact_event(j, e)
+    }
 }
 
 impl<S: FnMut(&mut Journal, &mut Event) -> ControlFlow<()> + ?Sized> Sink for S {
@@ -58,6 +64,10 @@ impl<F: Each + ?Sized> Sink for Admit<'_, F> {
     #[inline(always)]
     fn compact_event(&mut self, j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
         j.admit(e);
+        self.0.event(e)
+    }
+    #[inline(always)]
+    fn briefable_event(&mut self, _j: &mut Journal, e: &mut Event) -> ControlFlow<()> {
         self.0.event(e)
     }
 }
@@ -187,6 +197,7 @@ impl Decoder {
             if let Some(flow) = sink.brief(t.kind, t_ns) {
                 return flow;
             }
+            return sink.briefable_event(j, &mut compact::event(&fields(), t, self.base));
         }
         sink.compact_event(j, &mut compact::event(&fields(), t, self.base))
     }

@@ -62,9 +62,9 @@ impl Rising {
     /// Appends a record `di` after the last one, `dt` later.
     #[inline]
     fn put(&mut self, di: u64, dt: u64) {
-        let head = (dt as u128) << 1 | (di != 1) as u128;
-        if head < 1 << 14 && di == 1 {
-            // The common case: the next record, less than 8 µs later.
+        if di == 1 && dt < 1 << 13 {
+            // The common case: the next record, less than 8 µs later (a head of 14 bits).
+            let head = dt << 1;
             if head < 0x80 {
                 self.bytes.push(head as u8);
             } else {
@@ -72,7 +72,7 @@ impl Rising {
                     .extend_from_slice(&[head as u8 | 0x80, (head >> 7) as u8]);
             }
         } else {
-            self.put_varint(head);
+            self.put_varint((dt as u128) << 1 | (di != 1) as u128);
             if di != 1 {
                 self.put_varint(di as u128);
             }

@@ -100,20 +100,7 @@ impl LiveBooks {
 
     #[inline(always)]
     fn add(&mut self, b: &Block, sign: i64) -> Delta {
-        let slot = self.totals.slot(b.device, b.owner, b.mem);
-        // Both sides computed, one kept (a select, not a branch: takes and returns alternate
-        // at random, and a mispredicted branch here cost more than the other side).
-        let (up, down) = (slot.saturating_add(b.size), slot.saturating_sub(b.size));
-        *slot = if sign > 0 { up } else { down };
-        // Sizes past i64::MAX exist only in damaged journals: clamp, never overflow.
-        let bytes = b.size.min(i64::MAX as u64) as i64;
-        Delta {
-            device: b.device,
-            owner: b.owner,
-            mem: b.mem,
-            bytes: if sign > 0 { bytes } else { -bytes },
-            module: b.module,
-        }
+        change(&mut self.totals, b, sign)
     }
 
     fn block_of(e: &Event, mem: MemKind) -> Block {
@@ -310,46 +297,40 @@ impl LiveBooks {
             Kind::VmmUnmap | Kind::IpcClose => {
                 self.dropped.clear();
                 let end = e.addr.saturating_add(e.size.max(1));
+                let close = kind == Kind::IpcClose;
                 let mut out: Option<Delta> = None;
                 let mut unmapped = false;
-                // Lowest first, no list per event; each mapping's successor is read in the
-                // search that found it (one search an unmap of one mapping, not two).
-                let in_range = |(&a, &(h, _)): (&u64, &(u64, u64))| (a < end).then_some((a, h));
-                let mut it = self.mappings.range(e.addr..);
-                let mut at = it.next().and_then(in_range);
-                let mut after = it.next().and_then(in_range);
-                while let Some((addr, handle)) = at {
+                let (handles, totals, dropped) =
+                    (&mut self.handles, &mut self.totals, &mut self.dropped);
+                // Every mapping that starts in the range, lowest first, taken out in the one
+                // search that finds them.
+                for (_, (handle, _)) in self.mappings.extract_if(e.addr..end, |_, _| true) {
                     unmapped = true;
-                    self.mappings.remove(&addr);
-                    at = after;
-                    after = match at {
-                        Some((a, _)) => self.mappings.range(a..).nth(1).and_then(in_range),
-                        None => None,
-                    };
-                    let drop = match self.handles.get_mut(handle) {
+                    let drop = match handles.get_mut(handle) {
                         Some(p) => {
                             p.maps = p.maps.saturating_sub(1);
-                            if e.kind() == Some(Kind::IpcClose) {
+                            if close {
                                 p.refs = p.refs.saturating_sub(1);
                             }
                             p.refs == 0 && p.maps == 0
                         }
                         None => false,
                     };
-                    if let Some(d) = self.drop_handle_if(drop, handle) {
-                        out = Some(match out {
-                            Some(o)
-                                if o.owner == d.owner && o.device == d.device && o.mem == d.mem =>
-                            {
-                                Delta {
-                                    bytes: o.bytes + d.bytes,
-                                    ..o
-                                }
+                    let Some(p) = drop.then(|| handles.remove(handle)).flatten() else {
+                        continue;
+                    };
+                    dropped.push(handle);
+                    let d = change(totals, &p.block, -1);
+                    out = Some(match out {
+                        Some(o) if o.owner == d.owner && o.device == d.device && o.mem == d.mem => {
+                            Delta {
+                                bytes: o.bytes + d.bytes,
+                                ..o
                             }
-                            Some(o) => o,
-                            None => d,
-                        });
-                    }
+                        }
+                        Some(o) => o,
+                        None => d,
+                    });
                 }
                 if !unmapped {
                     self.unknown_frees += 1;
@@ -418,6 +399,25 @@ impl LiveBooks {
         let p = self.handles.remove(handle)?;
         self.dropped.push(handle);
         Some(self.add(&p.block, -1))
+    }
+}
+
+/// `b`'s bytes taken (`sign` > 0) or returned in `totals`: the change.
+#[inline(always)]
+fn change(totals: &mut Totals, b: &Block, sign: i64) -> Delta {
+    let slot = totals.slot(b.device, b.owner, b.mem);
+    // Both sides computed, one kept (a select, not a branch: takes and returns alternate
+    // at random, and a mispredicted branch here cost more than the other side).
+    let (up, down) = (slot.saturating_add(b.size), slot.saturating_sub(b.size));
+    *slot = if sign > 0 { up } else { down };
+    // Sizes past i64::MAX exist only in damaged journals: clamp, never overflow.
+    let bytes = b.size.min(i64::MAX as u64) as i64;
+    Delta {
+        device: b.device,
+        owner: b.owner,
+        mem: b.mem,
+        bytes: if sign > 0 { bytes } else { -bytes },
+        module: b.module,
     }
 }
 
