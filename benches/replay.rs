@@ -17,7 +17,8 @@
 //! its file a part at a time; `--split` where a streamed replay's time goes, in ns a record:
 //! the index walk alone, then the books walk with no book, with each book and with both.
 //! With `--split`, `BENCH_ONLY_INDEX=1` (40 index walks), `BENCH_ONLY_WALK=1` (20 books
-//! walks with no book; `BENCH_ALL=1` with both books) or `BENCH_ONLY_FILE_WALK=1` (20 books
+//! walks with no book; `BENCH_BOOK=books` or `pools` with that one, `BENCH_ALL=1` with both
+//! and what `report` keeps beside them) or `BENCH_ONLY_FILE_WALK=1` (20 books
 //! walks from the file) only loop, for `perf record` or
 //! `valgrind --tool=cachegrind --branch-sim=yes` (mispredictions: VMs often have no counters).
 
@@ -119,9 +120,14 @@ fn split(n: usize, rounds: usize) {
         return;
     }
     if std::env::var_os("BENCH_ONLY_WALK").is_some() {
+        let book = std::env::var("BENCH_BOOK").unwrap_or_default();
         for _ in 0..20 {
             if std::env::var_os("BENCH_ALL").is_some() {
                 ledger::process::replay_indexed(&s, &ix, &mut ());
+            } else if book == "books" {
+                ledger::replay::run(&s, &ix, &mut ledger::books::Books::new(&ix));
+            } else if book == "pools" {
+                ledger::replay::run(&s, &ix, &mut ledger::pools::Pools::new(&ix));
             } else {
                 ledger::replay::run(&s, &ix, &mut Nothing);
             }
