@@ -308,3 +308,34 @@ fn an_unmap_takes_the_mappings_in_its_range_only() {
     assert_eq!(left, [(mb, 1), (5 * mb, 5)]);
     assert_eq!(b.unknown_frees, 0);
 }
+
+/// An IPC close drops the reference its open took as well as the mapping: the peer memory is
+/// gone at once; an unmap of the same kind of mapping leaves the handle to its release.
+#[test]
+fn an_ipc_close_returns_the_peer_memory_its_open_mapped() {
+    let mut b = LiveBooks::new();
+    let mb = 1u64 << 20;
+    let open = b.apply(&ev(Kind::VmmImport, 8 * mb, 2 * mb, 7, Owner::Nccl));
+    assert_eq!(
+        open.map(|d| (d.mem, d.bytes)),
+        Some((MemKind::Peer, 2 * mb as i64))
+    );
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::Peer), 2 * mb);
+    let close = b.apply(&ev(Kind::IpcClose, 8 * mb, 2 * mb, 0, Owner::None));
+    assert_eq!(
+        close.map(|d| (d.mem, d.bytes)),
+        Some((MemKind::Peer, -2 * mb as i64))
+    );
+    assert_eq!(b.dropped(), [7]);
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::Peer), 0);
+    assert_eq!(b.mappings().count(), 0);
+    // The same open, unmapped instead: the handle keeps its reference (and its memory).
+    b.apply(&ev(Kind::VmmImport, 8 * mb, 2 * mb, 9, Owner::Nccl));
+    assert_eq!(
+        b.apply(&ev(Kind::VmmUnmap, 8 * mb, 2 * mb, 0, Owner::None)),
+        None
+    );
+    assert!(b.dropped().is_empty());
+    assert_eq!(b.held(0, Owner::Nccl, MemKind::Peer), 2 * mb);
+    assert_eq!(b.unknown_frees, 0);
+}
