@@ -51,8 +51,10 @@ struct DevState {
     boundary: Vec<Option<u64>>,
     readings: SpanReadings,
     peak_total: PeakAt,
-    /// Per owner that ever moved bytes here.
-    peak_by_owner: [Option<PeakAt>; 8],
+    /// Per owner (each counts once its bit in `moved_owners` is set).
+    peak_by_owner: [PeakAt; 8],
+    /// Bit `o`: owner `o` moved bytes here (a bit set each move, no branch on it).
+    moved_owners: u8,
     modules: Vec<ModuleAcc>,
     /// Module id → its index in `modules` + 1, for the small ids a shim gives (most
     /// records): a scan of `modules` mispredicted its exit whenever the module changed.
@@ -70,7 +72,8 @@ impl DevState {
             boundary: vec![None; spans],
             readings: SpanReadings::new(spans),
             peak_total: PeakAt::default(),
-            peak_by_owner: [None; 8],
+            peak_by_owner: [PeakAt::default(); 8],
+            moved_owners: 0,
             modules: Vec::new(),
             module_slot: Vec::new(),
         }
@@ -173,6 +176,37 @@ impl<'a> Books<'a> {
             }
         }
     }
+
+    /// The device memory record `r` moved (its owner's, its module's and the device's bytes,
+    /// their peaks), and the books kept apart from VRAM.
+    #[inline(always)]
+    fn take_moved(&mut self, r: &Rec<'_>) {
+        let span = r.span;
+        if let (Some(m), Some(held)) = (r.moved, r.held()) {
+            let d = self.dev(m.device);
+            d.by_owner[span].add(m.owner, m.bytes);
+            let now = held.by_owner.get(m.owner);
+            let o = m.owner as usize & 7;
+            d.moved_owners |= 1 << o;
+            d.peak_by_owner[o].offer(now, r);
+            d.peak_total.offer(held.hooked, r);
+            if let Some(id) = m.module {
+                let acc = d.module(id, m.owner);
+                acc.live = acc.live.saturating_add(m.bytes);
+                acc.peak = acc.peak.max(acc.live);
+                // Branch-free: frees and allocations alternate at random.
+                acc.allocated = acc.allocated.saturating_add(m.bytes.max(0) as u64);
+            }
+        }
+        if let Some(delta) = r.delta {
+            match delta.mem {
+                MemKind::HostPinned => bump(&mut self.host, delta.bytes),
+                MemKind::Managed => bump(&mut self.managed, delta.bytes),
+                MemKind::Peer => bump(&mut self.peer, delta.bytes),
+                _ => {}
+            }
+        }
+    }
 }
 
 fn bump(lp: &mut LivePeak, bytes: i64) {
@@ -183,6 +217,15 @@ fn bump(lp: &mut LivePeak, bytes: i64) {
 impl Observer for Books<'_> {
     #[inline(always)]
     fn record(&mut self, r: &Rec<'_>) -> ControlFlow<()> {
+        // Nearly every record: an allocation or a free inside a span, past its sample block;
+        // it sets no boundary, reading or context, so only what it moved is taken.
+        if r.boundary.is_none()
+            && !self.in_block
+            && matches!(r.kind, Some(Kind::Alloc | Kind::Free))
+        {
+            self.take_moved(r);
+            return ControlFlow::Continue(());
+        }
         let e = r.e;
         let span = r.span;
         if let Some(s) = r.boundary {
@@ -223,30 +266,7 @@ impl Observer for Books<'_> {
         {
             self.context_before.insert(e.device, e.arg0);
         }
-        if let (Some(m), Some(held)) = (r.moved, r.held()) {
-            let d = self.dev(m.device);
-            d.by_owner[span].add(m.owner, m.bytes);
-            let now = held.by_owner.get(m.owner);
-            d.peak_by_owner[m.owner as usize]
-                .get_or_insert_with(PeakAt::default)
-                .offer(now, r);
-            d.peak_total.offer(held.hooked, r);
-            if let Some(id) = m.module {
-                let acc = d.module(id, m.owner);
-                acc.live = acc.live.saturating_add(m.bytes);
-                acc.peak = acc.peak.max(acc.live);
-                // Branch-free: frees and allocations alternate at random.
-                acc.allocated = acc.allocated.saturating_add(m.bytes.max(0) as u64);
-            }
-        }
-        if let Some(delta) = r.delta {
-            match delta.mem {
-                MemKind::HostPinned => bump(&mut self.host, delta.bytes),
-                MemKind::Managed => bump(&mut self.managed, delta.bytes),
-                MemKind::Peer => bump(&mut self.peer, delta.bytes),
-                _ => {}
-            }
-        }
+        self.take_moved(r);
         ControlFlow::Continue(())
     }
 
@@ -310,7 +330,8 @@ fn device_books(d: DevState, held: OwnerBytes, before: Option<u64>, ix: &Index) 
         peak_total: named(d.peak_total, ix),
         peak_by_owner: Owner::ALL
             .iter()
-            .filter_map(|&o| Some((o, named(d.peak_by_owner[o as usize]?, ix))))
+            .filter(|&&o| d.moved_owners >> (o as usize & 7) & 1 != 0)
+            .map(|&o| (o, named(d.peak_by_owner[o as usize & 7], ix)))
             .collect(),
         modules,
     }

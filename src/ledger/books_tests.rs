@@ -74,6 +74,13 @@ impl J {
         e.addr = addr;
         self
     }
+    /// The last record on device `device` instead.
+    fn on_device(&mut self, device: i32) -> &mut J {
+        if let Some(e) = self.events.last_mut() {
+            e.device = device;
+        }
+        self
+    }
     fn books(&self) -> ProcessBooks {
         process::replay(&Journal {
             events: self.events.clone(),
@@ -343,4 +350,42 @@ fn a_reading_after_a_stages_first_allocation_is_not_its_start() {
     assert_eq!(w.device_delta, gib(2.0));
     assert_eq!(w.by_owner.get(Owner::Unattributed), 0);
     assert_eq!(stage(&d, "startup").device_delta, gib(1.0));
+}
+
+#[test]
+fn an_allocation_that_opens_a_stage_starts_it_from_the_last_reading() {
+    // NCCL's first allocation opens `dist_init` (no line says so): that allocation record is
+    // the boundary, and the stage starts from the last reading before it (the program's own
+    // `cuMemGetInfo`, 3 GiB below what the hooks explain), not from the first one.
+    let mut j = J::new(TOTAL);
+    j.alloc(0x1000, GIB, Owner::Direct)
+        .mem_get_info(TOTAL - 4 * GIB)
+        .alloc(0x9000_0000, 64 * MIB, Owner::Nccl);
+    let d = device0(&j.books()).clone();
+    let dist = stage(&d, "dist_init");
+    assert_eq!(dist.start_free, Some(TOTAL - 4 * GIB));
+    assert_eq!(dist.device_delta, (64 * MIB) as i64);
+    assert_eq!(stage(&d, "startup").device_delta, gib(4.0));
+}
+
+#[test]
+fn an_allocation_ends_a_stages_sample_block() {
+    // `weight_load`'s block samples device 0; device 1 is read only after an allocation, so
+    // that reading is no start of the stage on device 1: its start is derived (startup's
+    // sample and the 1 GiB the hooks saw since).
+    let mut j = J::new(TOTAL);
+    j.sample(TOTAL).on_device(1);
+    j.alloc(0x1000, GIB, Owner::Torch).on_device(1);
+    j.stage("weight_load")
+        .sample(TOTAL)
+        .alloc(0x2000, GIB, Owner::Torch)
+        .sample(TOTAL - 3 * GIB)
+        .on_device(1);
+    let p = j.books();
+    let d1 = p.devices.iter().find(|d| d.device == 1).expect("device 1");
+    let w = stage(d1, "weight_load");
+    assert_eq!(
+        (w.start_free, w.start_source),
+        (Some(TOTAL - GIB), Source::Derived)
+    );
 }
