@@ -36,6 +36,8 @@ fn named(p: PeakAt, ix: &Index) -> Peak {
 #[derive(Debug, Clone, Copy)]
 struct ModuleAcc {
     id: u32,
+    /// Moved bytes here (an accumulator of [`DevState::by_id`] that never did is none).
+    seen: bool,
     owner: Owner,
     live: i64,
     peak: i64,
@@ -55,13 +57,14 @@ struct DevState {
     peak_by_owner: [PeakAt; 8],
     /// Bit `o`: owner `o` moved bytes here (a bit set each move, no branch on it).
     moved_owners: u8,
+    /// Module ids below [`SLOTTED_MODULES`] (the small ids a shim gives: most records), by
+    /// id: one index a record, where a scan mispredicted its exit whenever the module changed.
+    by_id: Vec<ModuleAcc>,
+    /// Every other module, in first-move order.
     modules: Vec<ModuleAcc>,
-    /// Module id → its index in `modules` + 1, for the small ids a shim gives (most
-    /// records): a scan of `modules` mispredicted its exit whenever the module changed.
-    module_slot: Vec<u32>,
 }
 
-/// Module ids below this are found through [`DevState::module_slot`]; others by a scan.
+/// Module ids below this are kept by id ([`DevState::by_id`]); others in a list.
 const SLOTTED_MODULES: usize = 1 << 12;
 
 impl DevState {
@@ -74,45 +77,53 @@ impl DevState {
             peak_total: PeakAt::default(),
             peak_by_owner: [PeakAt::default(); 8],
             moved_owners: 0,
+            by_id: Vec::new(),
             modules: Vec::new(),
-            module_slot: Vec::new(),
         }
     }
 
     /// The accumulator of module `id` (made for `owner`, its first mover, when it has none).
     #[inline]
     fn module(&mut self, id: u32, owner: Owner) -> &mut ModuleAcc {
-        let slotted = (id as usize) < SLOTTED_MODULES;
-        let i = match self.module_slot.get(id as usize) {
-            Some(&k) if k > 0 => k as usize - 1,
-            _ => self.find_module(id, owner, slotted),
-        };
-        &mut self.modules[i]
+        let i = id as usize;
+        if self.by_id.get(i).is_some_and(|m| m.seen) {
+            return &mut self.by_id[i];
+        }
+        self.first_move(id, owner)
     }
 
     #[inline(never)]
-    fn find_module(&mut self, id: u32, owner: Owner, slotted: bool) -> usize {
-        let i = match self.modules.iter().position(|x| x.id == id) {
-            Some(i) => i,
+    fn first_move(&mut self, id: u32, owner: Owner) -> &mut ModuleAcc {
+        let fresh = ModuleAcc {
+            id,
+            seen: true,
+            owner,
+            live: 0,
+            peak: 0,
+            allocated: 0,
+        };
+        let i = id as usize;
+        if i < SLOTTED_MODULES {
+            if self.by_id.len() <= i {
+                self.by_id.resize(
+                    i + 1,
+                    ModuleAcc {
+                        seen: false,
+                        ..fresh
+                    },
+                );
+            }
+            self.by_id[i] = fresh;
+            return &mut self.by_id[i];
+        }
+        let k = match self.modules.iter().position(|m| m.id == id) {
+            Some(k) => k,
             None => {
-                self.modules.push(ModuleAcc {
-                    id,
-                    owner,
-                    live: 0,
-                    peak: 0,
-                    allocated: 0,
-                });
+                self.modules.push(fresh);
                 self.modules.len() - 1
             }
         };
-        if slotted {
-            let id = id as usize;
-            if self.module_slot.len() <= id {
-                self.module_slot.resize(id + 1, 0);
-            }
-            self.module_slot[id] = i as u32 + 1;
-        }
-        i
+        &mut self.modules[k]
     }
 }
 
@@ -308,7 +319,8 @@ fn device_books(d: DevState, held: OwnerBytes, before: Option<u64>, ix: &Index) 
     }
     let end = d.readings.at_end(hooked_end);
     let stages = device::stage_rows(&d.by_owner, &bounds, end, ix);
-    let mut by_id = d.modules;
+    let mut by_id: Vec<ModuleAcc> = d.by_id.into_iter().filter(|m| m.seen).collect();
+    by_id.extend(d.modules);
     by_id.sort_by_key(|m| m.id);
     let mut modules: Vec<ModuleRow> = by_id
         .iter()

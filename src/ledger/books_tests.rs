@@ -389,3 +389,60 @@ fn an_allocation_ends_a_stages_sample_block() {
         (Some(TOTAL - GIB), Source::Derived)
     );
 }
+
+#[test]
+fn each_module_keeps_its_live_peak_and_allocated_bytes_whatever_its_id() {
+    // Small ids (kept by id) and one past them (kept in a list), moves interleaved.
+    let mut j = J::new(TOTAL);
+    let on = |j: &mut J, module: u32| {
+        if let Some(e) = j.events.last_mut() {
+            e.module = module;
+        }
+    };
+    j.alloc(0x1000, 2 * GIB, Owner::Torch);
+    on(&mut j, 1);
+    j.alloc(0x2000, 4 * GIB, Owner::Nccl);
+    on(&mut j, 5000);
+    j.alloc(0x3000, GIB, Owner::Torch);
+    on(&mut j, 1);
+    j.alloc(0x4000, 512 * MIB, Owner::Direct);
+    on(&mut j, 3);
+    j.free(0x1000).free(0x2000);
+    let modules = [
+        (1, "/v/libc10_cuda.so"),
+        (3, "/v/libcublas.so.13"),
+        (5000, "/v/libnccl.so.2"),
+    ]
+    .map(|(id, path)| (id, path.to_string()))
+    .into();
+    let p = process::replay(&Journal {
+        events: j.events.clone(),
+        modules,
+        ..Journal::default()
+    });
+    let rows: Vec<_> = device0(&p)
+        .modules
+        .iter()
+        .map(|m| (m.module.as_str(), m.owner, m.live, m.peak, m.allocated))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("libnccl.so.2", Some(Owner::Nccl), 0, gib(4.0), 4 * GIB),
+            (
+                "libc10_cuda.so",
+                Some(Owner::Torch),
+                gib(1.0),
+                gib(3.0),
+                3 * GIB
+            ),
+            (
+                "libcublas.so.13",
+                Some(Owner::Direct),
+                gib(0.5),
+                gib(0.5),
+                GIB / 2
+            ),
+        ]
+    );
+}
