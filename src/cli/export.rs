@@ -155,7 +155,7 @@ pub fn main(args: ExportArgs) -> i32 {
         say::line(line);
     }
     if damaged {
-        eprintln!("vramledger: some journal was corrupt or cut off (see above); it was stored flagged (processes.corrupt = 1)");
+        say::line("some journal was corrupt or cut off (see above); it was stored flagged (processes.corrupt = 1)");
         return exit::BAD_INPUT;
     }
     0

@@ -61,9 +61,9 @@ pub fn main(args: ServeArgs) -> i32 {
         say::line(n);
     }
     if !addr.ip().is_loopback() {
-        eprintln!(
-            "vramledger: note: listening beyond loopback ({addr}): anyone who reaches it sees your process and model names"
-        );
+        say::line(format_args!(
+            "note: listening beyond loopback ({addr}): anyone who reaches it sees your process and model names"
+        ));
     }
     say::line(format_args!(
         "serving {} at http://{addr}/metrics ({} journals so far)",

@@ -76,8 +76,15 @@ impl J {
     }
     /// The last record on device `device` instead.
     fn on_device(&mut self, device: i32) -> &mut J {
+        self.last(|e| e.device = device)
+    }
+    /// The last record made by module `module`.
+    fn in_module(&mut self, module: u32) -> &mut J {
+        self.last(|e| e.module = module)
+    }
+    fn last(&mut self, set: impl FnOnce(&mut Event)) -> &mut J {
         if let Some(e) = self.events.last_mut() {
-            e.device = device;
+            set(e);
         }
         self
     }
@@ -394,20 +401,16 @@ fn an_allocation_ends_a_stages_sample_block() {
 fn each_module_keeps_its_live_peak_and_allocated_bytes_whatever_its_id() {
     // Small ids (kept by id) and one past them (kept in a list), moves interleaved.
     let mut j = J::new(TOTAL);
-    let on = |j: &mut J, module: u32| {
-        if let Some(e) = j.events.last_mut() {
-            e.module = module;
-        }
-    };
-    j.alloc(0x1000, 2 * GIB, Owner::Torch);
-    on(&mut j, 1);
-    j.alloc(0x2000, 4 * GIB, Owner::Nccl);
-    on(&mut j, 5000);
-    j.alloc(0x3000, GIB, Owner::Torch);
-    on(&mut j, 1);
-    j.alloc(0x4000, 512 * MIB, Owner::Direct);
-    on(&mut j, 3);
-    j.free(0x1000).free(0x2000);
+    j.alloc(0x1000, 2 * GIB, Owner::Torch)
+        .in_module(1)
+        .alloc(0x2000, 4 * GIB, Owner::Nccl)
+        .in_module(5000)
+        .alloc(0x3000, GIB, Owner::Torch)
+        .in_module(1)
+        .alloc(0x4000, 512 * MIB, Owner::Direct)
+        .in_module(3)
+        .free(0x1000)
+        .free(0x2000);
     let modules = [
         (1, "/v/libc10_cuda.so"),
         (3, "/v/libcublas.so.13"),
