@@ -690,6 +690,34 @@ fn a_rule_file_warning_never_lands_inside_a_program_line() {
 }
 
 #[test]
+fn a_warning_shows_control_characters_of_its_path_escaped() {
+    let dir = out_dir("rules-escaped");
+    let input = dir.join("input.log");
+    std::fs::write(&input, SGLANG_LINES).unwrap();
+    // A rule file path (never created) that would retitle the terminal and forge a log line.
+    let rules = format!("{}/x\x1b]0;pwned\x07\nforged line.rules", s(&dir));
+    let cmd = hooked(
+        "tap_writer",
+        &[&s(&input), "7", "1"],
+        &dir.join("j"),
+        &[("VRAMLEDGER_RULES", &rules)],
+    );
+    let out = run_with_limit(cmd, Duration::from_secs(20));
+    assert!(out.success(), "{}", out.dump());
+    one_warning(&out, "x\\x1b]0;pwned\\x07\\nforged line.rules");
+    assert!(
+        !out.stderr.contains('\x1b') && !out.stderr.contains('\x07'),
+        "{}",
+        out.dump()
+    );
+    assert!(
+        out.stderr.lines().all(|l| !l.starts_with("forged")),
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
 fn the_run_id_cannot_leave_the_folder() {
     for (i, id) in ["../escape", "/", "..", "a/../../b", "x\ny"]
         .iter()

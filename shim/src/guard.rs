@@ -125,13 +125,15 @@ fn raw_stderr(bytes: &[u8]) {
     }
 }
 
-/// One line on stderr, prefixed so it stands out in server logs.
+/// One line on stderr, prefixed so it stands out in server logs. A message names paths and
+/// values from the environment: control characters in them are shown escaped, never sent to
+/// the terminal (nor a newline that would forge a line of the server's log).
 #[cold]
 pub fn warn(msg: &str) {
     let mut buf = [0u8; 512];
     let n = prefix(&mut buf);
     let mut line = buf[..n].to_vec();
-    line.extend_from_slice(msg.as_bytes());
+    line.extend_from_slice(vramledger_engines::terminal_text::escaped(msg).as_bytes());
     line.push(b'\n');
     raw_stderr(&line);
 }

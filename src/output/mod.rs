@@ -18,7 +18,8 @@ pub mod size_json;
 pub mod size_text;
 pub mod size_vllm;
 pub mod snapshot_json;
-pub mod terminal_text;
+/// Shared with the shim, whose own warnings print paths from its environment.
+pub use vramledger_engines::terminal_text;
 
 /// `1 process`, `2 processes`: a count and its noun.
 pub fn count(n: usize, one: &str, many: &str) -> String {

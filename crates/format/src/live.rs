@@ -316,11 +316,12 @@ impl LiveBooks {
                         }
                         None => false,
                     };
-                    let Some(p) = drop.then(|| handles.remove(handle)).flatten() else {
+                    let Some(d) = drop
+                        .then(|| release(handles, totals, dropped, handle))
+                        .flatten()
+                    else {
                         continue;
                     };
-                    dropped.push(handle);
-                    let d = change(totals, &p.block, -1);
                     out = Some(match out {
                         Some(o) if o.owner == d.owner && o.device == d.device && o.mem == d.mem => {
                             Delta {
@@ -396,10 +397,27 @@ impl LiveBooks {
         if !drop {
             return None;
         }
-        let p = self.handles.remove(handle)?;
-        self.dropped.push(handle);
-        Some(self.add(&p.block, -1))
+        release(
+            &mut self.handles,
+            &mut self.totals,
+            &mut self.dropped,
+            handle,
+        )
     }
+}
+
+/// VMM handle `handle`'s memory returned (its last reference and mapping gone): out of
+/// `handles` and `totals`, noted in `dropped`; the change. Over the fields, not the books: an
+/// unmap calls it while it walks `mappings`.
+fn release(
+    handles: &mut AddrTable<Phys>,
+    totals: &mut Totals,
+    dropped: &mut Vec<u64>,
+    handle: u64,
+) -> Option<Delta> {
+    let p = handles.remove(handle)?;
+    dropped.push(handle);
+    Some(change(totals, &p.block, -1))
 }
 
 /// `b`'s bytes taken (`sign` > 0) or returned in `totals`: the change.
