@@ -29,4 +29,5 @@ pub mod run_replay;
 pub mod size_arg;
 pub mod sizing;
 pub mod snapshot;
+pub mod stderr;
 pub mod timeline;

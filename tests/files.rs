@@ -300,3 +300,24 @@ fn a_stdout_open_only_for_reading_is_an_error_not_silence() {
     assert!(d.join("snap.json").is_file());
     assert_eq!(std::fs::read(&held).unwrap(), b"keep");
 }
+
+#[test]
+fn a_stderr_that_cannot_take_a_line_never_turns_an_answer_into_a_crash() {
+    // eprintln! panics when stderr fails (exit 101): a full disk under `2>log` or a closed
+    // log reader turned exit 2 into a crash, and a verb that wrote its file and said so
+    // exited 101 too.
+    let d = dir("stderr-full");
+    let dat = data().display().to_string();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    for redirect in ["2>/dev/full", "2>&-"] {
+        let (rc, _) = with_stdout(&s(&["report", "/nonexistent/run"]), redirect);
+        assert_eq!(rc, 2, "report of nothing {redirect}");
+        let (rc, _) = with_stdout(&s(&["size", "--no-such-flag"]), redirect);
+        assert_eq!(rc, 2, "size with a bad flag {redirect}");
+        let out = d.join(format!("snap{}.json", redirect.len()));
+        let o = out.display().to_string();
+        let (rc, _) = with_stdout(&s(&["snapshot", &dat, "-o", &o]), redirect);
+        assert_eq!(rc, 0, "snapshot {redirect}");
+        assert!(out.is_file(), "snapshot {redirect} wrote nothing");
+    }
+}

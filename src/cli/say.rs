@@ -8,11 +8,10 @@ use std::path::Path;
 
 use crate::exit;
 use crate::journal::{self, Journal, Loaded};
-use crate::output::terminal_text::escaped;
 
 /// Says `msg` on stderr as one line, its control and bidi characters escaped.
 pub fn line(msg: impl std::fmt::Display) {
-    eprintln!("vramledger: {}", escaped(&msg.to_string()));
+    crate::stderr::line("vramledger", msg);
 }
 
 /// Says `msg` on stderr; returns [`exit::BAD_INPUT`].

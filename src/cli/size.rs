@@ -9,7 +9,6 @@ use clap::Args;
 
 use super::say;
 use crate::exit;
-use crate::output::terminal_text::escaped;
 use crate::output::{size_json, size_text};
 use crate::sizing::{self, SizeRequest, DEFAULT_MARGIN_GIB};
 
@@ -225,7 +224,7 @@ pub fn main(args: &SizeArgs) -> i32 {
     let report = match sizing::build(&args.request()) {
         Ok(r) => r,
         Err(msg) => {
-            eprintln!("vramledger size: {}", escaped(&msg));
+            crate::stderr::line("vramledger size", msg);
             return exit::BAD_INPUT;
         }
     };
@@ -235,7 +234,7 @@ pub fn main(args: &SizeArgs) -> i32 {
         size_text::render(&report)
     };
     if let Err(e) = say::stdout(&text) {
-        eprintln!("vramledger size: cannot write output: {e}");
+        crate::stderr::line("vramledger size", format_args!("cannot write output: {e}"));
         return exit::BAD_INPUT;
     }
     report.exit_code()

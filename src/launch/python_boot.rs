@@ -97,8 +97,9 @@ pub fn prepare(run_id: &str) -> BootDir {
     match create(&std::env::temp_dir(), run_id) {
         Ok(dir) => BootDir { path: Some(dir) },
         Err(e) => {
-            eprintln!(
-                "vramledger: cannot write the Python hooks ({e}); PyTorch pools outside capture windows will not be named"
+            crate::stderr::line(
+                "vramledger",
+                format_args!("cannot write the Python hooks ({e}); PyTorch pools outside capture windows will not be named"),
             );
             BootDir::default()
         }

@@ -12,7 +12,6 @@ use super::inputs::{LogFacts, Measured, Observed, Origin, RunFacts, Settings, So
 use super::report::{DefaultsOnly, SizeReport};
 use super::request::SizeRequest;
 use super::{cell, evaluate, explain, layouts, limits, model, vllm};
-use crate::output::terminal_text::escaped;
 
 /// Gathers the inputs and computes the report.
 pub fn build(args: &SizeRequest) -> Result<SizeReport, String> {
@@ -106,7 +105,7 @@ fn read_run(args: &SizeRequest) -> Result<Option<RunFacts>, String> {
     }
     let r = RunFacts::read(p)?;
     for w in &r.warnings {
-        eprintln!("vramledger size: warning: {}", escaped(w));
+        crate::stderr::line("vramledger size", format_args!("warning: {w}"));
     }
     Ok(Some(r))
 }

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use super::inputs::Origin;
 use super::report::ModelSource;
 use super::request::SizeRequest;
-use crate::output::terminal_text::escaped;
 
 fn read_model(path: &Path, origin: Origin, detail: String) -> Result<ModelSource, String> {
     // A regular file of bounded size, every sizing field bounded (src/sizing/model_config.rs).
@@ -57,7 +56,9 @@ pub fn find_model(
         }
         match read_model(&c, origin, detail) {
             Ok(m) => return Ok(Some(m)),
-            Err(e) => eprintln!("vramledger size: warning: {}; not used", escaped(&e)),
+            Err(e) => {
+                crate::stderr::line("vramledger size", format_args!("warning: {e}; not used"))
+            }
         }
     }
     Ok(None)
