@@ -332,6 +332,13 @@ pub fn parse_each_in<F: Each + ?Sized>(
             }
         }
     }
+    // Frames start 8-byte aligned and are longer than that: a tail shorter than a frame's
+    // head that is not zeros is a record cut off.
+    let tail = bytes.get(at..).unwrap_or_default();
+    if tail.len() < 8 && tail.iter().any(|&b| b != 0) {
+        j.corrupt = true;
+        j.warnings.push(format!("{}: the last record is cut off at offset {at} (the file was truncated, or copied while it was written)", path.display()));
+    }
     if !header_seen {
         j.corrupt = true;
         j.warnings.push(format!(

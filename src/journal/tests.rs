@@ -93,6 +93,29 @@ fn a_chunk_rollover_is_not_a_lost_record() {
 }
 
 #[test]
+fn a_record_cut_inside_its_first_eight_bytes_is_damage() {
+    // The walk reads a frame's 8-byte head before anything: a tail of 1 to 7 bytes of a
+    // record was skipped, and the journal read as whole.
+    for keep in 1..8 {
+        let mut b = journal_bytes();
+        b.extend(&alloc(0x2000)[..keep]);
+        let j = parse(Path::new("j.vlj"), &b).unwrap();
+        assert_eq!(j.events.len(), 1);
+        assert!(j.corrupt, "{keep} bytes kept");
+        assert!(
+            j.warnings[0].contains("cut off at offset"),
+            "{:?}",
+            j.warnings
+        );
+    }
+    // A short tail of zeros (a slot reserved, never written) is no damage.
+    let mut b = journal_bytes();
+    b.extend([0u8; 5]);
+    let j = parse(Path::new("j.vlj"), &b).unwrap();
+    assert!(!j.corrupt && j.warnings.is_empty(), "{:?}", j.warnings);
+}
+
+#[test]
 fn wrong_files_are_named_errors() {
     let e = parse(Path::new("x.txt"), b"hello world, not a journal").unwrap_err();
     assert!(e.to_string().contains("x.txt is not a vramledger journal"));
