@@ -193,6 +193,25 @@ fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> usize {
     n
 }
 
+/// The file offset of the first byte other than zero at or after `from`, read a part at a
+/// time (none past the journal limit).
+fn first_nonzero(file: &File, from: usize) -> Option<usize> {
+    let limit = crate::infile::Kind::Journal.limit() as usize;
+    let mut buf = vec![0u8; PART.min(1 << 20)];
+    let mut at = from;
+    while at < limit {
+        let n = read_at_most(file, &mut buf, at as u64);
+        if let Some(k) = buf[..n].iter().position(|&x| x != 0) {
+            return Some(at + k);
+        }
+        if n < buf.len() {
+            return None;
+        }
+        at += n;
+    }
+    None
+}
+
 impl Parts {
     /// One walk: the journal without its events.
     fn walk<E: journal::Each>(&self, path: &Path, each: &mut E) -> Journal {
@@ -262,6 +281,9 @@ impl Parts {
             }
         }
         let whole = !w.broke && !self.changed.get();
+        if let Some(at) = w.final_end.and_then(|end| first_nonzero(&self.file, end)) {
+            journal::blocks::after_final_seal(&mut j, at);
+        }
         w.finish(path, &mut j);
         if first.is_none() && whole {
             let _ = self.first.set(Seen {

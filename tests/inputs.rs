@@ -216,6 +216,48 @@ fn one_policy_for_damaged_journals() {
 }
 
 #[test]
+fn bytes_after_a_final_seal_are_damage_for_every_verb() {
+    let d = dir("after-seal");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-vllm-tp1-l8");
+    let bytes = std::fs::read(src.join("pid3381.vlj")).unwrap();
+    let runs = [
+        ("joined", [&bytes[..], &bytes[..]].concat(), true),
+        ("zeros", [&bytes[..], &[0u8; 70_000][..]].concat(), false),
+    ];
+    for (name, b, damaged) in runs {
+        let run = d.join(name);
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("pid3381.vlj"), &b).unwrap();
+        let input = p(&run);
+        let journal = format!("{input}/pid3381.vlj");
+        let db = format!("{}/{name}.db", d.display());
+        let o = p(&d.join(format!("{name}.json")));
+        let verbs: Vec<Vec<&str>> = vec![
+            vec!["report", &input],
+            vec!["report", &input, "--html", "-o", &o, "--force"],
+            vec!["dump", &journal],
+            vec!["metrics", &input],
+            vec!["export", "--sqlite", &db, &input],
+            vec!["snapshot", &input, "-o", &o, "--force"],
+            vec!["diff", &input, &input],
+        ];
+        for args in verbs {
+            let (rc, _, err) = vl(&args);
+            if damaged {
+                assert_eq!(rc, 2, "{args:?}: {err}");
+                assert!(
+                    err.contains("follow the journal's final seal"),
+                    "{args:?}: {err}"
+                );
+            } else {
+                assert_eq!(rc, 0, "{args:?}: {err}");
+                assert!(!err.contains("final seal"), "{args:?}: {err}");
+            }
+        }
+    }
+}
+
+#[test]
 fn budgets_out_of_range_are_refused() {
     let d = dir("budgets");
     let dat = p(&data());

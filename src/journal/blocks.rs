@@ -362,6 +362,12 @@ pub(crate) fn parse<F: Each + ?Sized>(
             break 'blocks;
         }
         if last {
+            if let Some(end) = final_end(&b) {
+                let rest = bytes.get(end..).unwrap_or_default();
+                if let Some(n) = rest.iter().position(|&x| x != 0) {
+                    after_final_seal(j, end + n);
+                }
+            }
             break;
         }
         k += 1;
@@ -382,6 +388,9 @@ pub(crate) struct PartWalk<'e, F: ?Sized> {
     pub done: bool,
     /// `each` broke the walk.
     pub broke: bool,
+    /// The file offset right after the final seal, when the walk ended at one: only zeros
+    /// may follow it ([`after_final_seal`] when anything else does).
+    pub final_end: Option<usize>,
 }
 
 impl<'e, F: Each + ?Sized> PartWalk<'e, F> {
@@ -391,6 +400,7 @@ impl<'e, F: Each + ?Sized> PartWalk<'e, F> {
             sink: Admit(each),
             done: false,
             broke: false,
+            final_end: None,
         }
     }
 
@@ -433,6 +443,7 @@ impl<'e, F: Each + ?Sized> PartWalk<'e, F> {
             }
             if b.last {
                 self.done = true;
+                self.final_end = final_end(&b).map(|end| base + end);
             }
             k += 1;
         }
@@ -442,6 +453,23 @@ impl<'e, F: Each + ?Sized> PartWalk<'e, F> {
     pub fn finish(self, path: &Path, j: &mut Journal) {
         no_header(&self.d, path, j);
     }
+}
+
+/// Where the final seal of block `b` ends (`None` for a corrupt block, whose seal is not
+/// trusted).
+fn final_end(b: &BlockView) -> Option<usize> {
+    (b.state == BlockState::Sealed).then_some(b.data.end + vramledger_format::block::SEAL_LEN)
+}
+
+/// Bytes other than zeros after the final seal (at file offset `at`): the file was appended
+/// to or joined with another. A writer leaves only zeros there (a process killed after its
+/// final seal, before the file was cut to its length).
+pub(crate) fn after_final_seal(j: &mut Journal, at: usize) {
+    j.corrupt = true;
+    j.warnings.push(format!(
+        "{}: bytes follow the journal's final seal at offset {at} (the file was appended to, or joined with another); they were not read",
+        j.path.display()
+    ));
 }
 
 fn no_header(d: &Decoder, path: &Path, j: &mut Journal) {

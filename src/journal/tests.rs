@@ -183,6 +183,53 @@ fn format_2_reads_as_format_1() {
 }
 
 #[test]
+fn format_2_bytes_after_the_final_seal_are_damage_and_zeros_are_not() {
+    use vramledger_format::memwriter::MemJournal;
+    let mut h = Header::default();
+    h.push("pid", "7");
+    // One short block and one past the first block's end: the seal in line, and at the end.
+    for n in [10u64, 4000] {
+        let mut w = MemJournal::new(&h);
+        for i in 0..n {
+            w.event(&Event {
+                kind: Kind::Alloc as u16,
+                addr: 0x1000 + i,
+                size: 4096,
+                ..Event::default()
+            });
+        }
+        let bytes = w.finish(true);
+        let whole = parse(Path::new("j.vlj"), &bytes).unwrap();
+        assert!(
+            !whole.corrupt && whole.warnings.is_empty(),
+            "{:?}",
+            whole.warnings
+        );
+        // Killed between the final seal and the cut to length: zeros follow.
+        let mut zeros = bytes.clone();
+        zeros.resize(bytes.len() + 100_000, 0);
+        let j = parse(Path::new("j.vlj"), &zeros).unwrap();
+        assert!(!j.corrupt && j.warnings.is_empty(), "{:?}", j.warnings);
+        // Joined with itself, or anything appended: damage, named at its offset.
+        let mut joined = bytes.clone();
+        joined.extend(&bytes);
+        let mut appended = zeros.clone();
+        appended.push(b'x');
+        for (b, at) in [(joined, bytes.len()), (appended, zeros.len())] {
+            let j = parse(Path::new("j.vlj"), &b).unwrap();
+            assert!(j.corrupt, "{n} records");
+            assert_eq!(j.events, whole.events, "what the seal closes is read");
+            let said = format!("final seal at offset {at}");
+            assert!(
+                j.warnings.iter().any(|w| w.contains(&said)),
+                "{:?}",
+                j.warnings
+            );
+        }
+    }
+}
+
+#[test]
 fn format_2_skips_a_torn_block_and_reads_a_killed_tail() {
     use vramledger_format::block::BLOCK;
     use vramledger_format::memwriter::MemJournal;
