@@ -13,6 +13,7 @@
 //! whole (damage); format 1 (older journals) checks one per record.
 
 pub(crate) mod blocks;
+mod secrets;
 pub use blocks::BlockViews;
 pub mod follow;
 mod follow_blocks;
@@ -266,7 +267,7 @@ pub fn parse_each_in<F: Each + ?Sized>(
                 if kind == Kind::Header as u16 {
                     match Header::decode(payload) {
                         Some(h) if !header_seen => {
-                            j.header = h;
+                            j.header = secrets::header(h);
                             header_seen = true;
                         }
                         Some(_) => j.warnings.push(format!(
@@ -378,6 +379,9 @@ impl Journal {
     pub(crate) fn admit(&mut self, e: &mut Event) {
         if !(-1..=MAX_DEVICE).contains(&e.device) {
             self.implausible_device(e);
+        }
+        if !e.text.is_empty() {
+            secrets::text(e);
         }
         // Most records are neither: compare the raw tag before decoding the kind.
         if e.kind == Kind::Module as u16 || e.kind == Kind::Stage as u16 {

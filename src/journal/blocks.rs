@@ -252,7 +252,7 @@ impl Decoder {
                         .get("start_mono_ns")
                         .and_then(|v| v.parse().ok())
                         .unwrap_or(0);
-                    j.header = h;
+                    j.header = super::secrets::header(h);
                     self.header_seen = true;
                 }
                 Some(_) => j.warnings.push(format!(

@@ -284,7 +284,7 @@ impl Follower {
         if kind == Kind::Header as u16 {
             match Header::decode(payload) {
                 Some(h) if !self.header_seen => {
-                    self.journal.header = h;
+                    self.journal.header = super::secrets::header(h);
                     self.header_seen = true;
                 }
                 Some(_) => self.journal.warnings.push(format!(

@@ -116,6 +116,65 @@ fn a_record_cut_inside_its_first_eight_bytes_is_damage() {
 }
 
 #[test]
+fn secrets_a_journal_holds_are_redacted_as_it_is_read() {
+    // What an older shim, another writer or a hand may have left in a journal.
+    let mut h = Header::default();
+    h.push("pid", "7");
+    h.push(
+        "cmdline",
+        "python\0-m\0vllm\0--api-key\0sk-abcdefghijklmnopqrstuvwxyz0123\0--port\08000",
+    );
+    h.push("env.HF_TOKEN", "hf_abcdefghijklmnopqrstuvwxyzABCDEF");
+    h.push("env.NCCL_PASSWORD", "hunter2");
+    h.push("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True");
+    h.push("exe", "/opt/ghp_abcdefghijklmnopqrstuvwxyz0123/python");
+    let mut b = preamble().to_vec();
+    b.extend(frame(Kind::Header as u16, &h.encode()));
+    let text = |kind: Kind, t: &str| {
+        let e = Event {
+            kind: kind as u16,
+            text: t.to_string(),
+            ..Event::default()
+        };
+        frame(e.kind, &e.encode())
+    };
+    b.extend(text(
+        Kind::Stage,
+        "weight_load\nserver_args=ServerArgs(api_key='s3cret', tp_size=1)",
+    ));
+    b.extend(text(Kind::Warning, "login with password=hunter3 failed"));
+    b.extend(text(
+        Kind::Module,
+        "/models/sk-abcdefghijklmnopqrstuvwxyz0123/lib.so",
+    ));
+    let j = parse(Path::new("j.vlj"), &b).unwrap();
+    let all = format!("{:?} {:?}", j.header, j.events);
+    for secret in [
+        "sk-abc", "hf_abc", "hunter2", "hunter3", "s3cret", "ghp_abc",
+    ] {
+        assert!(!all.contains(secret), "{secret} in {all}");
+    }
+    assert_eq!(
+        j.header.get("cmdline"),
+        Some("python\0-m\0vllm\0--api-key\0<redacted>\0--port\08000")
+    );
+    assert_eq!(j.header.get("env.NCCL_PASSWORD"), Some("<redacted>"));
+    assert_eq!(
+        j.header.get("env.PYTORCH_CUDA_ALLOC_CONF"),
+        Some("expandable_segments:True")
+    );
+    assert_eq!(
+        j.events[0].text,
+        "weight_load\nserver_args=ServerArgs(api_key='<redacted>', tp_size=1)"
+    );
+    assert_eq!(
+        j.stage_names.values().next().map(String::as_str),
+        Some("weight_load")
+    );
+    assert_eq!(j.events[2].text, "/models/<redacted>/lib.so");
+}
+
+#[test]
 fn wrong_files_are_named_errors() {
     let e = parse(Path::new("x.txt"), b"hello world, not a journal").unwrap_err();
     assert!(e.to_string().contains("x.txt is not a vramledger journal"));
