@@ -837,6 +837,57 @@ fn hooks_leave_errno_as_the_driver_left_it() {
 }
 
 #[test]
+fn a_stage_name_a_program_gives_is_redacted_like_a_line() {
+    let c = clients();
+    let exe = c.bin_dir.join("metrics_steps");
+    support::compile_executable(
+        &support::manifest_dir().join("tests/clients/metrics_steps.c"),
+        &exe,
+        &[
+            c.bin_dir.join("libc10_cuda.so"),
+            c.bin_dir.join("libcudart.so.13"),
+        ],
+        &c.driver_dir,
+    );
+    let dir = out_dir("stage-secret");
+    let (lib, out) = (s(&shim()), s(&dir));
+    let env = [
+        ("LD_PRELOAD", lib.as_str()),
+        ("VRAMLEDGER_OUT", out.as_str()),
+    ];
+    let mut cmd = support::command(&exe, &[], &c.driver_dir, &env);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"stage serving_password=hunter3pw\nstage hf_abcdefghijklmnopqrstuvwxyz\nquit\n")
+        .unwrap();
+    drop(stdin);
+    let done = child.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let files = journal::find(&dir).unwrap();
+    // The bytes the shim wrote (the reader redacts again: it would hide a shim that did not).
+    let raw = std::fs::read(&files[0]).unwrap();
+    for secret in [&b"hunter3pw"[..], b"hf_abcdefghij"] {
+        assert!(
+            !raw.windows(secret.len()).any(|w| w == secret),
+            "{} reached the journal",
+            String::from_utf8_lossy(secret)
+        );
+    }
+    let j = journal::read(&files[0]).unwrap();
+    let names: Vec<&str> = j.stage_names.values().map(String::as_str).collect();
+    assert!(names.contains(&"serving_password=<redacted>"), "{names:?}");
+    assert!(names.contains(&"<redacted>"), "{names:?}");
+}
+
+#[test]
 fn secrets_never_reach_the_journal() {
     let dir = out_dir("secrets");
     let args = [

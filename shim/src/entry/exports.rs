@@ -113,8 +113,11 @@ pub unsafe extern "C" fn vramledger_stage(name: *const c_char) {
     }
     // SAFETY: the caller passes a NUL-terminated string.
     let bytes = unsafe { crate::recorder::c_bytes(name) };
-    let text = String::from_utf8_lossy(bytes).into_owned();
-    guard::record(|| boundary::enter(&text, Api::VramledgerStage, [None, None], b""));
+    guard::record(|| {
+        // A program names its stages as it likes: the same rules as a kept line's.
+        let text = vramledger_engines::redact::text(&String::from_utf8_lossy(bytes)).into_owned();
+        boundary::enter(&text, Api::VramledgerStage, [None, None], b"")
+    });
 }
 
 /// Public API: records free memory and the live books now, without changing the stage.
