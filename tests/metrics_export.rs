@@ -242,6 +242,35 @@ fn a_process_of_another_run_is_refused_and_nothing_of_the_export_is_written() {
 }
 
 #[test]
+fn a_model_config_given_that_is_none_is_refused_before_anything_is_stored() {
+    let dir = scratch("export-bad-config");
+    let run = data("h200-sglang-shape");
+    let not_json = dir.join("notes.txt");
+    std::fs::write(&not_json, "not a config").unwrap();
+    for cfg in [
+        dir.join("missing.json"),
+        PathBuf::from("/dev/null"),
+        not_json,
+        run.join("pid2090.vlj"),
+    ] {
+        let db = dir.join("h.db");
+        let (rc, err) = export(&db, &[&run], &["--model-config", cfg.to_str().unwrap()]);
+        assert_eq!(rc, 2, "{}: {err}", cfg.display());
+        assert!(err.contains("--model-config"), "{err}");
+        assert!(!db.exists(), "{}: a database was written", cfg.display());
+    }
+    // The run's own config, given: sized and stored.
+    let db = dir.join("ok.db");
+    let (rc, err) = export(
+        &db,
+        &[&run],
+        &["--model-config", run.join("config.json").to_str().unwrap()],
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("sizing"), "{err}");
+}
+
+#[test]
 fn journals_of_processes_started_by_hand_are_a_run_per_folder() {
     // Without VRAMLEDGER_RUN_ID (`LD_PRELOAD=... VRAMLEDGER_OUT=DIR CMD`) the shim records the
     // run id `adhoc`: it names no run, so two such folders exported together are two runs.

@@ -77,6 +77,13 @@ fn size(path: &Path, model_config: Option<&Path>) -> Option<Sizing> {
 
 /// Runs `vramledger export`; returns the exit code.
 pub fn main(args: ExportArgs) -> i32 {
+    // A config the user named must be one, before anything is stored: a run that merely holds
+    // none gets a note below, a bad `--model-config` is bad input (as for `vramledger size`).
+    if let Some(cfg) = &args.model_config {
+        if let Err(e) = crate::sizing::model_config::read(cfg) {
+            return say::fail(format_args!("--model-config: {e}"));
+        }
+    }
     let mut seen = BTreeSet::new();
     // run id (or, without one or with the shim's `adhoc`, the path) → sources and journals
     let mut groups: BTreeMap<String, RunInput> = BTreeMap::new();
