@@ -298,6 +298,10 @@ pub fn check_report_json(v: &Value) -> Result<(), String> {
         let m = MAX_FIGURE_BYTES as i128;
         num(v, key, what, -m, m)
     };
+    // Free memory and peaks (they start at 0 and only rise) are never below 0 in a report;
+    // net bytes of a stage, and live bytes, are sums of signed moves.
+    let unsigned =
+        |v: &Value, key: &str, what: &str| num(v, key, what, 0, MAX_FIGURE_BYTES as i128);
     let by_owner = |v: Option<&Value>, what: &str| -> Result<(), String> {
         match v.filter(|m| m.is_object()) {
             Some(m) => m
@@ -327,20 +331,20 @@ pub fn check_report_json(v: &Value) -> Result<(), String> {
             }
             for m in list(d, "modules", &what, MAX_ENTRIES)? {
                 bytes(m, "live_bytes", &what)?;
-                bytes(m, "peak_bytes", &what)?;
+                unsigned(m, "peak_bytes", &what)?;
             }
             by_owner(d.pointer("/live_at_end/by_owner"), &what)?;
             if let Some(t) = d.pointer("/peak/total") {
-                bytes(t, "bytes", &what)?;
+                unsigned(t, "bytes", &what)?;
             }
             if let Some(m) = d.pointer("/peak/by_owner").and_then(Value::as_object) {
                 for p in m.values() {
-                    bytes(p, "bytes", &what)?;
+                    unsigned(p, "bytes", &what)?;
                 }
             }
             if let Some(r) = d.get("reconciliation") {
-                bytes(r, "start_free_bytes", &what)?;
-                bytes(r, "end_free_bytes", &what)?;
+                unsigned(r, "start_free_bytes", &what)?;
+                unsigned(r, "end_free_bytes", &what)?;
             }
         }
     }

@@ -299,6 +299,31 @@ fn reports_with_figures_out_of_range_are_refused() {
         refused(&["check", "--baseline", &p(&f), &p(&data())], key);
         refused(&["diff", &p(&f), &p(&data())], key);
     }
+    // Free memory and peaks are never negative; a stage's net bytes may be.
+    let dev = "/processes/1/devices/0";
+    for (at, key) in [
+        ("/peak/total", "bytes"),
+        ("/peak/by_owner/torch", "bytes"),
+        ("/reconciliation", "end_free_bytes"),
+        ("/reconciliation", "start_free_bytes"),
+        ("/modules/0", "peak_bytes"),
+    ] {
+        let mut bad = v.clone();
+        let field = bad
+            .pointer_mut(&format!("{dev}{at}"))
+            .unwrap_or_else(|| panic!("{at} in the report"));
+        field[key] = serde_json::json!(-5);
+        let f = d.join("negative.json");
+        std::fs::write(&f, serde_json::to_string(&bad).unwrap()).unwrap();
+        refused(&["diff", &p(&f), &p(&data())], key);
+        refused(&["check", "--baseline", &p(&f), &p(&data())], key);
+    }
+    let mut signed = v.clone();
+    signed["processes"][1]["devices"][0]["stages"][0]["device_delta_bytes"] = serde_json::json!(-5);
+    let f = d.join("signed.json");
+    std::fs::write(&f, serde_json::to_string(&signed).unwrap()).unwrap();
+    let (rc, _, err) = vl(&["diff", &p(&f), &p(&data())]);
+    assert_eq!(rc, 0, "{err}");
 }
 
 #[test]
