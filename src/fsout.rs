@@ -41,7 +41,9 @@ static STDOUT_BAD: OnceLock<bool> = OnceLock::new();
 /// Looks at stdout once, before any file is opened. std reports a write to a descriptor open
 /// only for reading (`vramledger report RUN 1<file`) as done (EBADF is taken for a closed
 /// stdout), so the verb exited 0 having shown nothing. (A closed stdout, `>&-`, is another
-/// case: std's runtime reopens it on /dev/null before `main`, as if `>/dev/null` were given.)
+/// case: std's runtime reopens it on /dev/null before `main`, as if `>/dev/null` were given.
+/// It opens it read-write, but so does Python's `subprocess.DEVNULL`, a way scripts discard
+/// an answer on purpose: the two cannot be told apart, and the second must keep working.)
 pub fn note_stdout() {
     STDOUT_BAD.get_or_init(stdout_bad);
 }
