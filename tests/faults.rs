@@ -838,17 +838,7 @@ fn hooks_leave_errno_as_the_driver_left_it() {
 
 #[test]
 fn a_stage_name_a_program_gives_is_redacted_like_a_line() {
-    let c = clients();
-    let exe = c.bin_dir.join("metrics_steps");
-    support::compile_executable(
-        &support::manifest_dir().join("tests/clients/metrics_steps.c"),
-        &exe,
-        &[
-            c.bin_dir.join("libc10_cuda.so"),
-            c.bin_dir.join("libcudart.so.13"),
-        ],
-        &c.driver_dir,
-    );
+    let (c, exe) = (clients(), support::steps_exe());
     let dir = out_dir("stage-secret");
     let (lib, out) = (s(&shim()), s(&dir));
     let env = [

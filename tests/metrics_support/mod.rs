@@ -275,25 +275,7 @@ pub fn assert_matches_report(samples: &[Sample], report: &Value) -> usize {
 }
 
 /// `metrics_steps` (tests/clients), built next to the shared clients.
-pub fn steps_exe() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let c = clients();
-            let exe = c.bin_dir.join("metrics_steps");
-            support::compile_executable(
-                &support::manifest_dir().join("tests/clients/metrics_steps.c"),
-                &exe,
-                &[
-                    c.bin_dir.join("libc10_cuda.so"),
-                    c.bin_dir.join("libcudart.so.13"),
-                ],
-                &c.driver_dir,
-            );
-            exe
-        })
-        .clone()
-}
+pub use support::steps_exe;
 
 pub fn shim() -> PathBuf {
     let lib = profile_dir().join("libvramledger.so");

@@ -301,6 +301,28 @@ fn build_all() -> Clients {
 }
 
 /// Build the clients once per test binary (tests run in parallel threads).
+/// `metrics_steps` (tests/clients/metrics_steps.c: a program whose memory moves and whose stages
+/// change one stdin command at a time), built once per test binary.
+pub fn steps_exe() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let c = clients();
+            let exe = c.bin_dir.join("metrics_steps");
+            compile_executable(
+                &manifest_dir().join("tests/clients/metrics_steps.c"),
+                &exe,
+                &[
+                    c.bin_dir.join("libc10_cuda.so"),
+                    c.bin_dir.join("libcudart.so.13"),
+                ],
+                &c.driver_dir,
+            );
+            exe
+        })
+        .clone()
+}
+
 pub fn clients() -> &'static Clients {
     static CLIENTS: OnceLock<Clients> = OnceLock::new();
     CLIENTS.get_or_init(build_all)
