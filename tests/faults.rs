@@ -837,6 +837,82 @@ fn hooks_leave_errno_as_the_driver_left_it() {
 }
 
 #[test]
+fn a_program_that_closes_the_journals_descriptor_keeps_its_own_files_whole() {
+    // A daemon closes every descriptor from 3 up and opens files of its own: they get the
+    // journal's old number. The journal must never grow, map or cut them.
+    for pairs in ["10", "120000"] {
+        let dir = out_dir(&format!("closeall{pairs}"));
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let out = support::run(hooked(
+            "faults",
+            &["closeall", pairs, &s(&data)],
+            &dir.join("j"),
+            &[],
+        ));
+        assert!(out.success(), "{}", out.dump());
+        out.assert_line("closeall: ok");
+        for f in ["a.dat", "b.dat"] {
+            let bytes = std::fs::read(data.join(f)).unwrap();
+            assert_eq!(bytes.len(), 1 << 20, "{f} {pairs} pairs\n{}", out.dump());
+            assert!(
+                bytes.iter().all(|&b| b == b'D'),
+                "{f} was written into ({pairs} pairs)"
+            );
+        }
+        // What was recorded before stays readable.
+        let js = journals(&dir.join("j"));
+        assert_eq!(js.len(), 1);
+        assert!(!js[0].corrupt, "{:?}", js[0].warnings);
+        if pairs != "10" {
+            one_warning(&out, "closed the journal's descriptor");
+        }
+    }
+}
+
+#[test]
+fn with_stdout_and_stderr_closed_the_program_still_gets_ebadf() {
+    // The lowest free numbers are 1 and 2: the journal (or its folder) must not take them, or
+    // the program's own write(2, ...) lands in the journal and succeeds.
+    let dir = out_dir("nostdio");
+    let result = dir.join("result.txt");
+    let run = |preload: bool| {
+        let mut cmd = if preload {
+            hooked(
+                "faults",
+                &["nostdio", "20", &s(&result)],
+                &dir.join("j"),
+                &[],
+            )
+        } else {
+            clients().command("faults", &["nostdio", "20", &s(&result)], &[])
+        };
+        // SAFETY: between fork and exec, only close(2) calls (async-signal-safe).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close(1);
+                libc::close(2);
+                Ok(())
+            });
+        }
+        let status = cmd.status().unwrap();
+        assert!(status.success(), "{status}");
+        std::fs::read_to_string(&result).unwrap()
+    };
+    let plain = run(false);
+    assert_eq!(plain.trim(), "write=-1 errno=9");
+    assert_eq!(run(true), plain);
+    let js = journals(&dir.join("j"));
+    assert_eq!(js.len(), 1);
+    assert!(
+        !js[0].corrupt && js[0].warnings.is_empty(),
+        "{:?}",
+        js[0].warnings
+    );
+    assert!(js[0].events.len() >= 40, "{} records", js[0].events.len());
+}
+
+#[test]
 fn a_stage_name_a_program_gives_is_redacted_like_a_line() {
     let (c, exe) = (clients(), support::steps_exe());
     let dir = out_dir("stage-secret");

@@ -14,7 +14,14 @@
  *                      truncated file and goes on (siglongjmp)
  *   raise N            N pairs, then raise(SIGBUS) with the default disposition: dies as it would
  *   errno N            N pairs with errno set to a marker before each call; prints what errno is
- *                      after the calls (a hook must leave it as the driver left it) */
+ *                      after the calls (a hook must leave it as the driver left it)
+ *   closeall N DIR     as a daemon does: one pair, then closes every descriptor from 3 up, opens
+ *                      DIR/a.dat and DIR/b.dat (the numbers the closed ones had) and writes 1 MiB
+ *                      of 'D' to each, then N pairs; prints "closeall: ok" (the files must stay
+ *                      1 MiB of 'D')
+ *   nostdio N FILE     started with stdout and stderr closed: N pairs, then write(2) of a line;
+ *                      writes what it returned and errno ("write=-1 errno=9" without a preload)
+ *                      into FILE */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -163,6 +170,34 @@ int main(int argc, char **argv) {
         fflush(stdout);
         raise(SIGBUS);
         return 9; /* not reached */
+    }
+    if (!strcmp(mode, "closeall") && argc > 3) {
+        int bad = pairs(1);
+        for (int fd = 3; fd < 1024; fd++) close(fd);
+        static char data[1 << 20];
+        memset(data, 'D', sizeof data);
+        char a[4096], b[4096];
+        snprintf(a, sizeof a, "%s/a.dat", argv[3]);
+        snprintf(b, sizeof b, "%s/b.dat", argv[3]);
+        int fa = open(a, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        int fb = open(b, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fa < 0 || fb < 0 || write(fa, data, sizeof data) != sizeof data ||
+            write(fb, data, sizeof data) != sizeof data)
+            return 4;
+        bad += pairs(n);
+        printf("closeall: %s\n", bad ? "FAILED" : "ok");
+        return bad ? 1 : 0;
+    }
+    if (!strcmp(mode, "nostdio") && argc > 3) {
+        int bad = pairs(n);
+        errno = 0;
+        ssize_t w = write(2, "line\n", 5);
+        int e = errno;
+        int out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        char msg[64];
+        int len = snprintf(msg, sizeof msg, "write=%zd errno=%d%s\n", w, e, bad ? " FAILED" : "");
+        if (out < 0 || write(out, msg, (size_t)len) != len) return 4;
+        return bad ? 1 : 0;
     }
     if (!strcmp(mode, "errno")) {
         int changed = 0;

@@ -52,6 +52,8 @@ pub enum Failure {
     Full,
     /// The file is shorter than what was reserved: someone else truncated it.
     Truncated,
+    /// The journal's descriptor is another file now (the program closed it and opened its own).
+    Replaced,
     /// Any other system error (errno).
     Os(i32),
 }
@@ -66,6 +68,10 @@ impl Failure {
             }
             Failure::Full => "the journal reached its 16 GiB limit".into(),
             Failure::Truncated => "the journal was truncated by another process".into(),
+            Failure::Replaced => {
+                "the program closed the journal's descriptor (its number now names another file)"
+                    .into()
+            }
             Failure::Os(e) => format!(
                 "the journal cannot grow: {}",
                 std::io::Error::from_raw_os_error(e)
@@ -132,12 +138,12 @@ fn grow(fd: i32, k: usize) -> Result<*mut u8, Failure> {
     }
     let start = k as u64 * CHUNK;
     let end = start + CHUNK;
+    // Never grow a file that is not the journal any more (nor map it).
+    let Some(st) = super::state::journal_stat(fd) else {
+        return Err(Failure::Replaced);
+    };
     // SAFETY: plain system calls on our own descriptor and out-structs.
     unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
-            return Err(Failure::Os(errno()));
-        }
         if (st.st_size as u64) < RESERVED_END.load(Ordering::Acquire) {
             return Err(Failure::Truncated);
         }

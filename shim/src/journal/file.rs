@@ -80,6 +80,7 @@ fn open_folder(dir: &str) -> Result<i32, String> {
             os_error(errno())
         ));
     }
+    let fd = above_stdio(fd).map_err(|e| format!("cannot open the journal folder {dir}: {e}"))?;
     // SAFETY: fstat on our descriptor into a zeroed stat; geteuid has no preconditions.
     let (st, euid) = unsafe {
         let mut st: libc::stat = std::mem::zeroed();
@@ -100,6 +101,29 @@ fn open_folder(dir: &str) -> Result<i32, String> {
         return Err(why);
     }
     Ok(fd)
+}
+
+/// `fd` moved to a number above the standard streams. A program that closed its stdout or
+/// stderr gets the lowest free numbers back for our files, and its own `write(2, …)` would then
+/// land in them (and succeed) instead of failing with EBADF as it does without the preload.
+fn above_stdio(fd: i32) -> Result<i32, String> {
+    if fd > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl and close on a descriptor this module just opened.
+    let (moved, err) = unsafe {
+        let moved = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+        let err = errno();
+        libc::close(fd);
+        (moved, err)
+    };
+    if moved < 0 {
+        return Err(format!(
+            "no descriptor above the standard streams ({})",
+            os_error(err)
+        ));
+    }
+    Ok(moved)
 }
 
 /// Creates the journal file `name` in `dir`: 0600, never through a symlink, never over an
@@ -127,6 +151,16 @@ pub fn create(dir: &str, name: &str) -> Result<(i32, String), String> {
     if fd < 0 {
         return Err(format!("cannot create journal {path}: {}", os_error(err)));
     }
+    let fd = match above_stdio(fd) {
+        Ok(fd) => fd,
+        Err(e) => {
+            if let Ok(c) = CString::new(path.as_str()) {
+                // SAFETY: unlink of the file created a moment ago, in our own folder.
+                unsafe { libc::unlink(c.as_ptr()) };
+            }
+            return Err(format!("cannot create journal {path}: {e}"));
+        }
+    };
     // SAFETY: fchmod on the descriptor just created (the umask may have taken bits away).
     unsafe { libc::fchmod(fd, 0o600) };
     Ok((fd, path))

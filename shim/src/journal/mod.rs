@@ -109,6 +109,7 @@ fn open_file() -> bool {
         ));
         return false;
     }
+    state::remember_file(fd);
     FD.store(fd, Ordering::Release);
     GENERATION.fetch_add(1, Ordering::AcqRel);
     sigbus::install();
@@ -149,8 +150,10 @@ pub fn close_at_exit() {
     let fd = FD.load(Ordering::Acquire);
     let off = CURSOR.fetch_add(vramledger_format::block::SEAL_LEN as u64, Ordering::AcqRel);
     let used = blocks::close(fd, off);
-    // SAFETY: ftruncate of our own descriptor to a size inside what was reserved.
-    unsafe { libc::ftruncate(fd, used as libc::off_t) };
+    if state::journal_stat(fd).is_some() {
+        // SAFETY: ftruncate of our own descriptor to a size inside what was reserved.
+        unsafe { libc::ftruncate(fd, used as libc::off_t) };
+    }
 }
 
 /// In a forked child: forget the parent's journal; the next event opens the child's own.
@@ -160,7 +163,7 @@ pub fn reset_in_child() {
     chunks::reset_in_child();
     blocks::reset_in_child(CURSOR.load(Ordering::Acquire));
     templates::reset_in_child();
-    if fd >= 0 {
+    if fd >= 0 && state::journal_stat(fd).is_some() {
         // SAFETY: closing our own descriptor in the child.
         unsafe { libc::close(fd) };
     }

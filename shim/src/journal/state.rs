@@ -27,6 +27,36 @@ pub static GENERATION: &AtomicU32 = &crate::hot::HOT.generation;
 /// records; no record is stamped earlier.
 pub static START_MONO: &AtomicU64 = &crate::hot::HOT.start_mono;
 
+/// The journal file's identity (device, inode), taken when it was created: a program may close
+/// every descriptor it did not open (daemons do) and get the journal's number back for a file
+/// of its own, which the journal must then never grow, cut or close.
+static FILE_DEV: AtomicU64 = AtomicU64::new(u64::MAX);
+static FILE_INO: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Notes which file `fd` is (right after the journal was created).
+pub fn remember_file(fd: i32) {
+    if let Some(st) = stat_of(fd) {
+        FILE_DEV.store(st.st_dev, Ordering::Release);
+        FILE_INO.store(st.st_ino, Ordering::Release);
+    }
+}
+
+/// `fstat` of `fd` (async-signal-safe).
+fn stat_of(fd: i32) -> Option<libc::stat> {
+    // SAFETY: fstat of a descriptor number into a zeroed struct it fills.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some(st)
+    }
+}
+
+/// `fd`'s status when it still is the journal file (async-signal-safe: one `fstat`).
+pub fn journal_stat(fd: i32) -> Option<libc::stat> {
+    let st = stat_of(fd)?;
+    (st.st_dev == FILE_DEV.load(Ordering::Acquire) && st.st_ino == FILE_INO.load(Ordering::Acquire))
+        .then_some(st)
+}
+
 /// True once a journal is open in this process.
 #[inline]
 pub fn is_open() -> bool {
@@ -39,11 +69,7 @@ pub fn file_size() -> Option<u64> {
     if fd < 0 {
         return None;
     }
-    // SAFETY: fstat on our own descriptor into a zeroed struct it fills.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        (libc::fstat(fd, &mut st) == 0).then_some(st.st_size as u64)
-    }
+    journal_stat(fd).map(|st| st.st_size as u64)
 }
 
 /// Called by the SIGBUS handler: the journal is unusable, stop recording (no allocation).
