@@ -718,6 +718,39 @@ fn a_warning_shows_control_characters_of_its_path_escaped() {
 }
 
 #[test]
+fn a_rule_file_warning_never_quotes_a_secret() {
+    let dir = out_dir("rules-secret");
+    let input = dir.join("input.log");
+    std::fs::write(&input, SGLANG_LINES).unwrap();
+    // Lines the rule file's grammar refuses, quoted by the warning: a token's shape, a
+    // secret by its name.
+    for (k, (line, secret)) in [
+        (
+            "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123",
+            "hf_abcdefghij",
+        ),
+        ("db_password=hunter2", "hunter2"),
+        ("stage \"x\" password=hunter3", "hunter3"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let rules = dir.join(format!("bad{k}.rules"));
+        std::fs::write(&rules, format!("{line}\n")).unwrap();
+        let cmd = hooked(
+            "tap_writer",
+            &[&s(&input), "7", "1"],
+            &dir.join(format!("j{k}")),
+            &[("VRAMLEDGER_RULES", &s(&rules))],
+        );
+        let out = run_with_limit(cmd, Duration::from_secs(20));
+        assert!(out.success(), "{}", out.dump());
+        one_warning(&out, "the rule file is ignored");
+        assert!(!out.stderr.contains(secret), "{}", out.dump());
+    }
+}
+
+#[test]
 fn the_run_id_cannot_leave_the_folder() {
     for (i, id) in ["../escape", "/", "..", "a/../../b", "x\ny"]
         .iter()

@@ -445,15 +445,18 @@ fn unknown_results_null_arguments_and_odd_lookups_pass_through_unchanged() {
 
 #[test]
 fn disabled_means_pure_pass_through() {
+    // Off is silent, whatever else is set (debug lines included).
     let (out, js) = traced(
         "torch_like",
         &[],
-        &[("VRAMLEDGER_DISABLE", "1")],
+        &[("VRAMLEDGER_DISABLE", "1"), ("VRAMLEDGER_DEBUG", "1")],
         "disabled",
     );
     assert!(out.success(), "{}", out.dump());
     same_output("torch_like", &[], &[], &out);
     assert!(js.is_empty(), "a journal was written although disabled");
+    let plain = clients().run("torch_like", &[], &[]);
+    assert_eq!(out.stderr, plain.stderr, "stderr changed although disabled");
 }
 
 #[test]

@@ -126,21 +126,26 @@ fn raw_stderr(bytes: &[u8]) {
 }
 
 /// One line on stderr, prefixed so it stands out in server logs. A message names paths and
-/// values from the environment: control characters in them are shown escaped, never sent to
-/// the terminal (nor a newline that would forge a line of the server's log).
+/// values from the environment and quotes rule files: secret shapes in them are redacted, control
+/// characters shown escaped, never sent to the terminal (nor a newline that would forge a line
+/// of the server's log).
 #[cold]
 pub fn warn(msg: &str) {
     let mut buf = [0u8; 512];
     let n = prefix(&mut buf);
     let mut line = buf[..n].to_vec();
-    line.extend_from_slice(vramledger_engines::terminal_text::escaped(msg).as_bytes());
+    // Secret shapes anywhere (a token in a path or a quoted line); what a message quotes of a
+    // rule file is redacted where it is quoted.
+    let msg = vramledger_engines::redact::shapes(msg);
+    line.extend_from_slice(vramledger_engines::terminal_text::escaped(&msg).as_bytes());
     line.push(b'\n');
     raw_stderr(&line);
 }
 
-/// A debug line, only with `VRAMLEDGER_DEBUG=1`.
+/// A debug line, only with `VRAMLEDGER_DEBUG=1` (and never with `VRAMLEDGER_DISABLE=1`: off
+/// is silent, whatever else is set).
 pub fn debug(msg: impl FnOnce() -> String) {
-    if config::get().debug {
+    if !config::disabled() && config::get().debug {
         warn(&msg());
     }
 }

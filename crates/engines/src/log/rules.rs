@@ -120,8 +120,10 @@ fn check_stage(stage: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
+        // The warning quotes the file, which may hold anything (a token pasted by mistake).
         Err(format!(
-            "bad stage name `{stage}`; expected snake_case ([a-z][a-z0-9_]*, at most 64 bytes)"
+            "bad stage name `{}`; expected snake_case ([a-z][a-z0-9_]*, at most 64 bytes)",
+            crate::redact::text(stage)
         ))
     }
 }
@@ -135,6 +137,7 @@ fn quoted(s: &str) -> Result<String, String> {
             '"' => {
                 let tail = s.get(i + 1..).unwrap_or("").trim_start_matches([' ', '\t']);
                 if !(tail.is_empty() || tail.starts_with('#')) {
+                    let tail = crate::redact::text(tail);
                     return Err(format!("unexpected `{tail}` after the closing quote"));
                 }
                 return Ok(out);
