@@ -264,6 +264,41 @@ fn engine_lines_are_bounded_and_lose_their_secrets() {
     assert!(engine[0].starts_with("(EngineCore") && !engine[0].contains('\u{FFFD}'));
     assert!(engine[1].contains("hf_token=<redacted>"), "{}", engine[1]);
     assert!(!engine[1].contains("hf_AbCd"));
+    // The shim's bytes (the reader redacts again: it would hide a shim that did not).
+    assert!(!raw_contains("engine-bounds", b"hf_AbCd"));
+}
+
+/// Whether any journal `run_writer(test, …)` left holds `needle`, as the shim wrote it.
+fn raw_contains(test: &str, needle: &[u8]) -> bool {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tap-{test}-{}", std::process::id()))
+        .join("journals");
+    std::fs::read_dir(&dir).unwrap().any(|f| {
+        let bytes = std::fs::read(f.unwrap().path()).unwrap();
+        bytes.windows(needle.len()).any(|w| w == needle)
+    })
+}
+
+#[test]
+fn a_line_cut_to_its_bound_keeps_no_start_of_a_token() {
+    // A token across the engine line's 4096-byte cut: cut first, its start (too short for its
+    // shape) stayed in the journal.
+    let head = "(EngineCore pid=1) INFO 12-01 09:43:36 [gpu_worker.py:857] Free memory on device (139.29/139.8 GiB) on startup. Replace gpu_memory_utilization config with `--kv-cache-memory=56456781312` (52.58 GiB) to fit into requested memory, or `--kv-cache-memory=130959318528` (121.97 GiB) to fully utilize gpu memory. Current kv cache memory in use is 52.95 GiB. ";
+    let pad = "x".repeat(4096 - head.len() - 8);
+    let line = format!("{head}{pad} hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123 tail\n");
+    let j = run_writer("engine-cut-token", &line, 1 << 16, 2, &[]);
+    let engine: Vec<&str> = j
+        .events
+        .iter()
+        .filter(|e| e.api == vramledger_format::Api::VramledgerEngineLine as u16)
+        .map(|e| e.text.as_str())
+        .collect();
+    assert_eq!(engine.len(), 1, "{engine:?}");
+    assert!(engine[0].len() <= 4096);
+    assert!(
+        !raw_contains("engine-cut-token", b"hf_ABC"),
+        "a token's start was kept"
+    );
 }
 
 /// The journal alone sizes a vLLM run exactly once the tap keeps the sizing lines: the

@@ -89,9 +89,17 @@ pub fn settings_line(kind: SettingsKind, line: &[u8]) {
     if !recorder::ensure() {
         return;
     }
-    let text = redact::text(&String::from_utf8_lossy(line)).into_owned();
+    let raw = String::from_utf8_lossy(line);
+    // Kept cut past its bound: its last word may be a token's start, too short to be told.
+    let cut = line.len() > settings::MAX_LINE;
+    let text = if cut {
+        redact::cut_text(&raw)
+    } else {
+        redact::text(&raw)
+    }
+    .into_owned();
     let e = event(Kind::Warning, Api::VramledgerSettings);
-    for part in settings::encode(kind, &text) {
+    for part in settings::encode_cut(kind, &text, cut) {
         emit(&e, part.as_bytes());
     }
     let Some(path) = settings::model_path(kind, &text) else {
@@ -122,11 +130,13 @@ pub fn engine_line(line: &[u8]) {
     if ENGINE_LINES.fetch_add(1, Ordering::Relaxed) >= MAX_ENGINE_LINES || !recorder::ensure() {
         return;
     }
-    let mut end = line.len().min(MAX_ENGINE_LINE);
-    while end > 0 && end < line.len() && (line[end] & 0xC0) == 0x80 {
+    // Redacted whole, then cut: a token cut first would keep its start, its shape gone.
+    let whole = redact::text(&String::from_utf8_lossy(line)).into_owned();
+    let mut end = whole.len().min(MAX_ENGINE_LINE);
+    while !whole.is_char_boundary(end) {
         end -= 1; // never cut inside a character
     }
-    let text = redact::text(&String::from_utf8_lossy(&line[..end])).into_owned();
+    let text = &whole[..end];
     let e = event(Kind::Warning, Api::VramledgerEngineLine);
     emit(&e, text.as_bytes());
 }

@@ -15,8 +15,8 @@ pub(crate) fn header(mut h: Header) -> Header {
     for (k, v) in &mut h.pairs {
         let clean = if k == "cmdline" {
             Cow::Owned(redact::cmdline(v))
-        } else if k.strip_prefix("env.").is_some_and(redact::is_secret_name) && !v.is_empty() {
-            Cow::Borrowed(redact::REDACTED)
+        } else if let Some(name) = k.strip_prefix("env.") {
+            redact::env_value_kept(name, v)
         } else {
             redact::shapes(v)
         };

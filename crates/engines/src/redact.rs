@@ -20,7 +20,8 @@
 //! - environment ([`env_value`]): a value is recorded only for a name on the allow-list (the
 //!   exact names in [`ENV_EXACT`], and names starting with one of [`ENV_PREFIXES`] that do not
 //!   name a location: `URL`, `URI`, `HOST`, `ENDPOINT`, `ADDR`, `AUTH`, `COOKIE`); a listed name
-//!   that looks secret is recorded as `<redacted>`, and secret shapes in a value are redacted;
+//!   that looks secret is recorded as `<redacted>`, and a value is redacted as a line is
+//!   ([`text`]: it may hold settings of its own);
 //! - text ([`text`]: settings lines such as SGLang's `server_args=ServerArgs(...)` or vLLM's
 //!   `non-default args: {...}`, and every log line a journal keeps): the value after a
 //!   secret-looking key followed by `=` or `:` (keys bare or quoted), or after a secret-looking
@@ -127,13 +128,17 @@ fn names_location(name: &str) -> bool {
 pub fn env_value<'a>(name: &str, value: &'a str) -> Option<Cow<'a, str>> {
     let listed = ENV_EXACT.contains(&name)
         || ENV_PREFIXES.iter().any(|p| name.starts_with(p)) && !names_location_unless_secret(name);
-    if !listed {
-        return None;
-    }
+    listed.then(|| env_value_kept(name, value))
+}
+
+/// Environment variable `name`'s value as a journal may hold it, whoever wrote the journal:
+/// `<redacted>` for a name that looks secret, else the value with the settings it holds
+/// redacted as a line's are (`{"password": …}`, `api_key=…`, `--api-key …`).
+pub fn env_value_kept<'a>(name: &str, value: &'a str) -> Cow<'a, str> {
     if is_secret_name(name) && !value.is_empty() {
-        return Some(Cow::Borrowed(REDACTED));
+        return Cow::Borrowed(REDACTED);
     }
-    Some(shapes(value))
+    text(value)
 }
 
 /// A listed family's name that names a location is left out, unless it looks secret (then it
@@ -170,7 +175,7 @@ pub fn args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
                 Some((flag, v)) if is_secret_name(flag) && !v.is_empty() => {
                     out.push(format!("{flag}={REDACTED}"))
                 }
-                Some(_) => out.push(shapes(a).into_owned()),
+                Some(_) => out.push(text(a).into_owned()),
                 None => {
                     hide_next = is_secret_name(a);
                     out.push(a.to_string());
@@ -182,7 +187,8 @@ pub fn args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
             Some((name, v)) if is_secret_name(name) && !v.is_empty() => {
                 out.push(format!("{name}={REDACTED}"))
             }
-            _ => out.push(shapes(a).into_owned()),
+            // A word may hold settings of its own (`Authorization: Bearer …`, a JSON config).
+            _ => out.push(text(a).into_owned()),
         }
     }
     out
@@ -197,6 +203,15 @@ pub fn cmdline(cmdline: &str) -> String {
 
 fn is_key_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+/// [`text`] of a line that was cut short: its last word, which may be the start of a token too
+/// short now for its shape to be told, is dropped first.
+pub fn cut_text(line: &str) -> Cow<'_, str> {
+    let keep = line
+        .rfind([' ', '\t', ',', '\'', '"', '=', ':', '(', '[', '{'])
+        .map_or(0, |i| i + 1);
+    text(&line[..keep])
 }
 
 /// `line` with every secret replaced by [`REDACTED`] (see the module's rules).

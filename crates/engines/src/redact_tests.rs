@@ -182,3 +182,64 @@ fn secret_shapes_anywhere_and_awkward_values() {
     // Multi-byte text around secrets survives.
     assert_eq!(text("é api_key='ü' ñ"), "é api_key='<redacted>' ñ");
 }
+
+#[test]
+fn a_value_or_a_word_that_holds_settings_loses_their_secrets() {
+    // Recorded environment values (listed names) that carry settings of their own.
+    for (name, value, kept) in [
+        (
+            "PYTORCH_X",
+            r#"{"password": "hunter2", "n": 1}"#,
+            r#"{"password": "<redacted>", "n": 1}"#,
+        ),
+        (
+            "VLLM_CONFIG",
+            "api_key=s3cret,tp=2",
+            "api_key=<redacted>,tp=2",
+        ),
+        (
+            "SGLANG_ARGS",
+            "--api-key s3cret --tp 2",
+            "--api-key <redacted> --tp 2",
+        ),
+        (
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "expandable_segments:True",
+            "expandable_segments:True",
+        ),
+    ] {
+        assert_eq!(env_value(name, value).as_deref(), Some(kept), "{name}");
+        assert_eq!(env_value_kept(name, value), kept, "{name}");
+    }
+    // A word of the command line that is a header or a setting.
+    let a = args(&[
+        "curl",
+        "-H",
+        "Authorization: Bearer abc123",
+        "--data={\"token\": \"t0k\"}",
+        "--tp=2",
+    ]);
+    assert_eq!(
+        a,
+        [
+            "curl",
+            "-H",
+            "Authorization: <redacted>",
+            "--data={\"token\": \"<redacted>\"}",
+            "--tp=2"
+        ]
+    );
+}
+
+#[test]
+fn a_cut_line_loses_its_last_word_before_it_is_redacted() {
+    // The start of a token is too short for its shape: the word is dropped whole.
+    assert_eq!(cut_text("mem=1.0 GiB hf_ABCDEFGHIJ"), "mem=1.0 GiB ");
+    assert_eq!(
+        cut_text("ServerArgs(tp=2, api_key='s3c"),
+        "ServerArgs(tp=2, api_key='"
+    );
+    assert_eq!(cut_text("nosep"), "");
+    // Whole lines keep their last word.
+    assert_eq!(text("mem=1.0 GiB done"), "mem=1.0 GiB done");
+}

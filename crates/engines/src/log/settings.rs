@@ -160,7 +160,13 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
 /// The record texts for one settings line (already redacted): at most [`MAX_LINE`] bytes in
 /// parts of at most [`PART_BYTES`], each with its header.
 pub fn encode(kind: SettingsKind, line: &str) -> Vec<String> {
-    let cut = line.len() > MAX_LINE;
+    encode_cut(kind, line, line.len() > MAX_LINE)
+}
+
+/// [`encode`] of a line that `cut` says was cut short (as printed: redaction changes lengths,
+/// so the redacted line's cannot tell).
+pub fn encode_cut(kind: SettingsKind, line: &str, cut: bool) -> Vec<String> {
+    let cut = cut || line.len() > MAX_LINE;
     let kept = &line[..floor_char_boundary(line, MAX_LINE)];
     let mut chunks = Vec::new();
     let mut rest = kept;

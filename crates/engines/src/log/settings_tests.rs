@@ -214,3 +214,26 @@ fn every_settings_line_passes_the_tap_prefilter() {
         assert!(crate::log::may_match(line.as_bytes()), "{line}");
     }
 }
+
+#[test]
+fn a_line_cut_as_printed_is_marked_cut_whatever_its_length_after_redaction() {
+    // Redaction shortened it below the bound: the mark comes from the line as printed.
+    let parts = encode_cut(
+        SettingsKind::SglangServerArgs,
+        "server_args=ServerArgs(tp=2",
+        true,
+    );
+    assert_eq!(parts.len(), 1);
+    assert!(
+        parts[0].starts_with("sglang_server_args 1/1 cut\n"),
+        "{}",
+        parts[0]
+    );
+    assert_eq!(decode_part(&parts[0]).map(|p| p.cut), Some(true));
+    let whole = encode_cut(
+        SettingsKind::SglangServerArgs,
+        "server_args=ServerArgs(tp=2)",
+        false,
+    );
+    assert_eq!(decode_part(&whole[0]).map(|p| p.cut), Some(false));
+}
