@@ -164,6 +164,33 @@ fn cpp_iostreams_mark_every_stage_synced_or_not() {
 }
 
 #[test]
+fn a_conversion_of_the_programs_own_runs_once_and_never_crashes_the_tap() {
+    // Formatting a call again ran the handler twice (W1 W3 W5); locking the lockless FILE
+    // glibc lends the handler inside dprintf crashed. Outputs must be the plain run's.
+    for mode in ["unbuffered", "buffered"] {
+        let journals = out_dir(&format!("custom-{mode}")).join("journals");
+        let journals_s = journals.to_string_lossy().into_owned();
+        let plain = support::run(clients().command("printf_custom", &[mode], &[]));
+        let shim = shim();
+        let env = [
+            ("LD_PRELOAD", shim.as_str()),
+            ("VRAMLEDGER_OUT", journals_s.as_str()),
+        ];
+        let hooked = support::run(clients().command("printf_custom", &[mode], &env));
+        assert!(plain.success(), "{}", plain.dump());
+        plain.assert_line("handler called 4 times for 4 conversions");
+        assert_eq!(
+            hooked.status.code(),
+            plain.status.code(),
+            "{}",
+            hooked.dump()
+        );
+        assert_eq!(hooked.stdout, plain.stdout, "{mode}: stdout changed");
+        assert_eq!(hooked.stderr, plain.stderr, "{mode}: stderr changed");
+    }
+}
+
+#[test]
 fn disabled_stdio_records_nothing() {
     let dir = out_dir("disabled");
     let journals = dir.join("journals");

@@ -14,7 +14,10 @@
  * the call for that), else formatted a second time, into a private buffer, with vsnprintf on
  * a va_copy of the arguments and errno as it was at the call (for %m): the same text the
  * stream took. Nothing here allocates unless the output is longer than the stack buffer (up
- * to 64 KiB; longer output is not formatted again, and its line is skipped).
+ * to 64 KiB; longer output is not formatted again, and its line is skipped). Output with a
+ * conversion of the program's own (register_printf_specifier) is never formatted again either
+ * (its handler would run twice): its line is skipped. A FILE without a lock (glibc's own, lent
+ * to such a handler inside another call) is passed through untouched.
  *
  * Not seen: the inline putc_unlocked()/putchar_unlocked()/fputc_unlocked() macros of glibc's
  * headers (they store into the buffer without calling anything), wide-character output,
@@ -128,12 +131,32 @@ static int missing(void) {
     return EOF;
 }
 
+/* Whether every conversion of `fmt` is one of C's and glibc's own. A program may register
+ * conversions of its own (register_printf_specifier): their handlers may count or print, and
+ * formatting the call again would run them twice, so such output is not formatted again (its
+ * line is skipped). */
+static int standard_conversions_only(const char *fmt) {
+    for (const char *p = fmt; (p = strchr(p, '%')) != NULL;) {
+        p++;
+        p += strspn(p, "0123456789$-+ #'I*.");
+        p += strspn(p, "hlLqjzZt");
+        if (*p == '\0') return 1;
+        if (!strchr("diouxXeEfFgGaAcspnmCS%", *p)) return 0;
+        p++;
+    }
+    return 1;
+}
+
 /* Formats again what a printf-family call just wrote (`written` bytes) and reports it.
  * `again` and `again2` are two copies of the call's arguments, `errno_at_call` the errno the
  * call saw (for %m). errno is left as the real call left it. */
 static void report_formatted(int fd, int written, const char *fmt, va_list again, va_list again2,
                              int errno_at_call) {
     if (fd < 0 || written <= 0 || !fmt) return;
+    if (!standard_conversions_only(fmt)) {
+        observe(fd, NULL, (size_t)written);
+        return;
+    }
     int after = errno;
     char stack[2048];
     errno = errno_at_call;
@@ -179,7 +202,9 @@ static void report_formatted(int fd, int written, const char *fmt, va_list again
     do {                                                                                       \
         int errno_at_call = errno;                                                             \
         int fd = wanted() ? tapped_fd(f) : -1;                                                 \
-        if (fd < 0) return call;                                                               \
+        /* A FILE without a lock is glibc's own, lent to a conversion handler inside another  \
+         * call (dprintf's): that call reports the output; locking it would crash. */         \
+        if (fd < 0 || !f->_lock) return call;                                                  \
         va_list again, again2;                                                                 \
         va_copy(again, ap);                                                                    \
         va_copy(again2, ap);                                                                   \

@@ -59,6 +59,7 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("dlsym_probe", &[]),
     ("fork_driver", &[]),
     ("stdio_lines", &[]),
+    ("printf_custom", &[]),
     (
         "vllm_tp_like",
         &[
