@@ -946,6 +946,19 @@ fn with_stdout_and_stderr_closed_the_program_still_gets_ebadf() {
 }
 
 #[test]
+fn a_signal_handler_that_writes_never_hangs_the_program() {
+    // write(2) is async-signal-safe: a handler may call it while the thread it interrupted is
+    // inside malloc. The tap's path for a partial line must then allocate nothing.
+    // 4 s: the partial line grows past 16 KiB one byte a signal, so every size of its buffer
+    // is asked for once (the large ones take the arena's lock).
+    let dir = out_dir("sigwrite");
+    let cmd = hooked("sig_write", &["4000"], &dir, &[]);
+    let out = run_with_limit(cmd, Duration::from_secs(40));
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("sig_write: ok");
+}
+
+#[test]
 fn a_stage_name_a_program_gives_is_redacted_like_a_line() {
     let (c, exe) = (clients(), support::steps_exe());
     let dir = out_dir("stage-secret");

@@ -60,6 +60,7 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("fork_driver", &[]),
     ("stdio_lines", &[]),
     ("printf_custom", &[]),
+    ("sig_write", &[]),
     (
         "vllm_tp_like",
         &[

@@ -371,6 +371,9 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
 /// Reads the rule file once, when the library is loaded (see `crate::rules_file`). Without
 /// `VRAMLEDGER_RULES` nothing is read yet: the settings are still read on first use.
 pub fn init_at_load() {
+    if !config::disabled_now() {
+        prime();
+    }
     let named = config::var(c"VRAMLEDGER_RULES").is_some_and(|r| !r.is_empty());
     if !named || config::disabled_now() || config::disabled() || !config::get().tap {
         return;
@@ -404,6 +407,20 @@ pub fn reset_in_child() {
     TAP.reset_in_child();
     for which in 0..2 {
         set_pending(which, false);
+    }
+    if !config::disabled_now() {
+        prime();
+    }
+}
+
+/// The tap's state made, and its partial-line buffers as large as a line kept can be, before
+/// the program runs: a `write` from a signal handler (async-signal-safe, and Python's
+/// faulthandler does it) that interrupted this thread inside `malloc` must find nothing to
+/// allocate on the tap's path, or it waits for the lock the thread it interrupted holds.
+fn prime() {
+    let mut tap = TAP.lock();
+    for carry in &mut tap.carry {
+        carry.reserve(settings::MAX_LINE + 1);
     }
 }
 
