@@ -718,6 +718,39 @@ fn a_warning_shows_control_characters_of_its_path_escaped() {
 }
 
 #[test]
+fn a_vfork_childs_line_is_not_the_parents_stage() {
+    let dir = out_dir("vfork");
+    let out = support::run(hooked("faults", &["vforkline", "3"], &dir, &[]));
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("vforkline: ok");
+    let js = journals(&dir);
+    assert_eq!(
+        js.len(),
+        1,
+        "the child execs nothing and records nothing of its own"
+    );
+    let stages: Vec<&str> = js[0].stage_names.values().map(String::as_str).collect();
+    assert!(!stages.contains(&"dist_init"), "{stages:?}");
+    assert_eq!(count(&js[0], Kind::Alloc), 6);
+}
+
+#[test]
+fn a_warning_never_lands_inside_the_programs_half_written_line() {
+    // The journal fails at the first allocation (its folder is a file), while the program's
+    // line on stderr is half written: the warning waits for the line's end.
+    let dir = out_dir("midline");
+    let not_a_folder = dir.join("file");
+    std::fs::write(&not_a_folder, "x").unwrap();
+    let out = support::run(hooked("faults", &["midline", "3"], &not_a_folder, &[]));
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("midline: ok");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.dump());
+    assert_eq!(lines[0], "PROGRAM-LINE-START PROGRAM-LINE-END");
+    assert!(lines[1].starts_with("vramledger["), "{}", out.dump());
+}
+
+#[test]
 fn a_rule_file_warning_never_quotes_a_secret() {
     let dir = out_dir("rules-secret");
     let input = dir.join("input.log");

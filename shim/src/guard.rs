@@ -11,6 +11,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::forksafe::ForkSafeMutex;
 use crate::thread::{self, Thread};
 use crate::{config, selftime};
 
@@ -131,6 +132,35 @@ fn raw_stderr(bytes: &[u8]) {
 /// of the server's log).
 #[cold]
 pub fn warn(msg: &str) {
+    let line = warning_line(msg);
+    if crate::hooks::tap::stderr_mid_line() {
+        // The program is in the middle of a line on stderr: this one waits for its end (or
+        // for the exit), so that neither is cut in two.
+        DEFERRED.lock().push(line);
+        return;
+    }
+    raw_stderr(&line);
+}
+
+/// Warnings that wait for the program's line on stderr to end ([`warn`]).
+static DEFERRED: ForkSafeMutex<Vec<Vec<u8>>> = ForkSafeMutex::new();
+
+/// Writes the warnings that waited (the tap saw the program's line end, or the process exits).
+#[cold]
+pub fn flush_deferred() {
+    let lines = std::mem::take(&mut *DEFERRED.lock());
+    for line in lines {
+        raw_stderr(&line);
+    }
+}
+
+/// In a forked child: the parent's waiting warnings are the parent's.
+pub fn reset_in_child() {
+    DEFERRED.reset_in_child();
+}
+
+/// `vramledger[PID]: msg` and a newline, as [`warn`] writes it.
+fn warning_line(msg: &str) -> Vec<u8> {
     let mut buf = [0u8; 512];
     let n = prefix(&mut buf);
     let mut line = buf[..n].to_vec();
@@ -139,7 +169,7 @@ pub fn warn(msg: &str) {
     let msg = vramledger_engines::redact::shapes(msg);
     line.extend_from_slice(vramledger_engines::terminal_text::escaped(&msg).as_bytes());
     line.push(b'\n');
-    raw_stderr(&line);
+    line
 }
 
 /// A debug line, only with `VRAMLEDGER_DEBUG=1` (and never with `VRAMLEDGER_DISABLE=1`: off

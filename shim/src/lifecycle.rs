@@ -30,6 +30,7 @@ extern "C" fn in_child() {
     pools::reset_in_child();
     samples::reset_in_child();
     selftime::reset_in_child();
+    guard::reset_in_child();
 }
 
 /// Registers the `atfork` child handler (once per process image).
@@ -57,6 +58,8 @@ extern "C" fn on_unload() {
             let (unwound, learned) = attribution::unwind::walks();
             format!("walks past the runtime: {unwound} unwound, {learned} by learned frame sizes")
         });
+        // Last: warnings still waiting for a line the program never ended.
+        guard::flush_deferred();
     });
 }
 

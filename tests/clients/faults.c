@@ -19,6 +19,10 @@
  *                      DIR/a.dat and DIR/b.dat (the numbers the closed ones had) and writes 1 MiB
  *                      of 'D' to each, then N pairs; prints "closeall: ok" (the files must stay
  *                      1 MiB of 'D')
+ *   vforkline N        N pairs, then a vfork child writes an SGLang stage line to stderr and
+ *                      exits (it shares the parent's memory: the line is not the parent's)
+ *   midline N          writes the start of a line to stderr, N pairs, then the line's end (a
+ *                      warning the shim gives meanwhile must not land inside it)
  *   nostdio N FILE     started with stdout and stderr closed: N pairs, then write(2) of a line;
  *                      writes what it returned and errno ("write=-1 errno=9" without a preload)
  *                      into FILE */
@@ -155,6 +159,14 @@ int main(int argc, char **argv) {
     long n = atol(argv[2]);
     int late = argc > 3 && !strcmp(argv[3], "late");
     if (!strcmp(mode, "ownbus") && !late) install_own_handler();
+    if (!strcmp(mode, "midline")) { /* before any CUDA call */
+        const char *a = "PROGRAM-LINE-START ", *b = "PROGRAM-LINE-END\n";
+        (void)!write(2, a, strlen(a));
+        int bad = cudaSetDevice(0) != 0 || pairs(n);
+        (void)!write(2, b, strlen(b));
+        printf("midline: %s\n", bad ? "FAILED" : "ok");
+        return bad ? 1 : 0;
+    }
     if (cudaSetDevice(0)) return 3;
     if (!strcmp(mode, "ownbus")) {
         if (late) install_own_handler();
@@ -186,6 +198,20 @@ int main(int argc, char **argv) {
             return 4;
         bad += pairs(n);
         printf("closeall: %s\n", bad ? "FAILED" : "ok");
+        return bad ? 1 : 0;
+    }
+    if (!strcmp(mode, "vforkline")) {
+        int bad = pairs(n);
+        pid_t child = vfork();
+        if (child == 0) {
+            const char *line = "[2025-06-01 10:00:00 TP0] Init torch distributed begin.\n";
+            (void)!write(2, line, strlen(line));
+            _exit(0);
+        }
+        int status = 0;
+        if (child < 0 || waitpid(child, &status, 0) != child || status != 0) bad = 1;
+        bad += pairs(n);
+        printf("vforkline: %s\n", bad ? "FAILED" : "ok");
         return bad ? 1 : 0;
     }
     if (!strcmp(mode, "nostdio") && argc > 3) {

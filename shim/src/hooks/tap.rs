@@ -21,7 +21,7 @@
 #![allow(non_snake_case)]
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 
 use vramledger_engines::log::settings::{self, SettingsKind};
 use vramledger_engines::log::{self, event as ev, LineKind, Rules, StageTracker};
@@ -35,6 +35,29 @@ use crate::{boundary, config, guard, samples};
 mod write;
 
 static PENDING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+/// The process the tap's state is this process's for (set at load and in a forked child): a
+/// `vfork` child shares the parent's memory until it execs, and its lines (an exec failure
+/// message) are not the parent's.
+static TAP_PID: AtomicI32 = AtomicI32::new(0);
+
+fn note_pid() {
+    // SAFETY: getpid has no preconditions.
+    TAP_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+}
+
+/// Whether this is the process the tap's state belongs to (one `getpid`: slow paths only).
+fn own_process() -> bool {
+    let pid = TAP_PID.load(Ordering::Relaxed);
+    // SAFETY: getpid has no preconditions.
+    pid == 0 || pid == unsafe { libc::getpid() }
+}
+
+/// Whether the program is in the middle of a line on stderr (the tap saw its start and not
+/// its end): a warning written now would land inside it.
+pub fn stderr_mid_line() -> bool {
+    PENDING[1].load(Ordering::Relaxed) && own_process()
+}
 // 0 unknown, 1 on (grammar only), 2 on with rules, 3 off.
 static MODE: AtomicU8 = AtomicU8::new(0);
 /// What `MODE` and `PENDING` say, in one load for `write`'s common path ([`quick_for`]).
@@ -197,7 +220,15 @@ fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
 fn look(which: usize, bytes: &[u8]) {
     // SAFETY: errno is thread-local; the caller must see the real write's errno.
     let saved = unsafe { *libc::__errno_location() };
+    if !own_process() {
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = saved };
+        return;
+    }
     guard::record(|| slow_path(which, bytes));
+    if which == 1 && !PENDING[1].load(Ordering::Relaxed) {
+        guard::flush_deferred();
+    }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
@@ -371,6 +402,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
 /// Reads the rule file once, when the library is loaded (see `crate::rules_file`). Without
 /// `VRAMLEDGER_RULES` nothing is read yet: the settings are still read on first use.
 pub fn init_at_load() {
+    note_pid();
     if !config::disabled_now() {
         prime();
     }
@@ -405,6 +437,7 @@ fn load_rules() -> Option<Rules> {
 /// In a forked child: partial lines and rank states stay with the parent.
 pub fn reset_in_child() {
     TAP.reset_in_child();
+    note_pid();
     for which in 0..2 {
         set_pending(which, false);
     }
