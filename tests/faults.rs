@@ -718,6 +718,23 @@ fn a_warning_shows_control_characters_of_its_path_escaped() {
 }
 
 #[test]
+fn a_journal_folder_that_is_not_utf8_is_refused_not_replaced() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = out_dir("non-utf8");
+    let mut raw = dir.as_os_str().as_bytes().to_vec();
+    raw.extend_from_slice(b"/\xffout");
+    let lib = s(&shim());
+    let mut cmd = clients().command("faults", &["pairs", "3"], &[("LD_PRELOAD", lib.as_str())]);
+    cmd.env("VRAMLEDGER_OUT", std::ffi::OsStr::from_bytes(&raw));
+    let out = support::run(cmd);
+    pairs_output_ok(&out, "3");
+    one_warning(&out, "VRAMLEDGER_OUT is not UTF-8");
+    // Neither the folder as named nor a lossy copy of its name.
+    let made: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(made.is_empty(), "{made:?}");
+}
+
+#[test]
 fn a_vfork_childs_line_is_not_the_parents_stage() {
     let dir = out_dir("vfork");
     let out = support::run(hooked("faults", &["vforkline", "3"], &dir, &[]));

@@ -9,8 +9,10 @@ use std::sync::OnceLock;
 /// The settings.
 #[derive(Debug)]
 pub struct Config {
-    /// Where journals go (`VRAMLEDGER_OUT`, default `./vramledger-out`).
-    pub out_dir: String,
+    /// Where journals go (`VRAMLEDGER_OUT`, default `./vramledger-out`); `Err` (why) when the
+    /// variable names no folder this library can write to as given (it is not UTF-8: a
+    /// lossy copy would name another folder).
+    pub out_dir: Result<String, String>,
     /// Run id shared by every process of one `vramledger run` (`VRAMLEDGER_RUN_ID`), reduced
     /// to `[A-Za-z0-9._-]` (it is part of the journal's file name).
     pub run_id: String,
@@ -68,9 +70,7 @@ pub fn disabled_now() -> bool {
 /// The settings (read on first use).
 pub fn get() -> &'static Config {
     CONFIG.get_or_init(|| Config {
-        out_dir: env(c"VRAMLEDGER_OUT")
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "vramledger-out".to_string()),
+        out_dir: out_dir(),
         run_id: name_part(
             &env(c"VRAMLEDGER_RUN_ID").unwrap_or_default(),
             vramledger_format::header::NO_RUN_ID,
@@ -80,6 +80,23 @@ pub fn get() -> &'static Config {
         tap: truthy(env(c"VRAMLEDGER_TAP"), true),
         rules: env(c"VRAMLEDGER_RULES").filter(|s| !s.is_empty()),
     })
+}
+
+/// `VRAMLEDGER_OUT`, as given (see [`Config::out_dir`]).
+fn out_dir() -> Result<String, String> {
+    // SAFETY: getenv with a NUL-terminated name; the result is read at once.
+    let p = unsafe { libc::getenv(c"VRAMLEDGER_OUT".as_ptr()) };
+    if p.is_null() {
+        return Ok("vramledger-out".to_string());
+    }
+    // SAFETY: getenv returns a NUL-terminated string.
+    match unsafe { CStr::from_ptr(p) }.to_str() {
+        Ok("") => Ok("vramledger-out".to_string()),
+        Ok(s) => Ok(s.to_string()),
+        Err(_) => {
+            Err("VRAMLEDGER_OUT is not UTF-8 (a copy of it would name another folder)".into())
+        }
+    }
 }
 
 /// Longest run id or host name kept in a file name (NAME_MAX is 255 for the whole name).

@@ -275,6 +275,20 @@ impl Follower {
                 }
             }
         }
+        // A tail shorter than a frame's head that is not zeros: a record cut off, once the
+        // writer cannot be at it any more (no grace), as the full reader says.
+        let tail = bytes.get(at..).unwrap_or_default();
+        if self.grace.is_zero() && tail.len() < 8 && tail.iter().any(|&b| b != 0) {
+            let abs = base + at;
+            if self.warned_at != Some(abs) {
+                self.warned_at = Some(abs);
+                self.journal.corrupt = true;
+                self.journal.warnings.push(format!(
+                    "{}: the last record is cut off at offset {abs} (the file was truncated, or copied while it was written)",
+                    path.display()
+                ));
+            }
+        }
         self.offset = base + at;
         Ok(self.journal.events.len() - before)
     }

@@ -89,7 +89,12 @@ fn open_file() -> bool {
         pid,
         crate::clock::realtime_ns(),
     );
-    let (fd, path) = match file::create(&cfg.out_dir, &name) {
+    let (fd, path) = match cfg
+        .out_dir
+        .as_deref()
+        .map_err(|e| e.clone())
+        .and_then(|dir| file::create(dir, &name))
+    {
         Ok(v) => v,
         Err(why) => {
             guard::give_up(&format!("{why}; nothing is recorded"));
