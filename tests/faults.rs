@@ -718,6 +718,30 @@ fn a_warning_shows_control_characters_of_its_path_escaped() {
 }
 
 #[test]
+fn a_journal_folder_through_another_users_link_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: no link of another user can be made here; nothing to check");
+        return;
+    }
+    let dir = out_dir("foreign-link");
+    let target = dir.join("chosen");
+    std::fs::create_dir_all(&target).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let c = std::ffi::CString::new(s(&link)).unwrap();
+    // SAFETY: lchown of the link just made, with a NUL-terminated path.
+    assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
+    let out = support::run(hooked("faults", &["pairs", "3"], &link.join("sub"), &[]));
+    pairs_output_ok(&out, "3");
+    one_warning(&out, "a symbolic link of uid 65534");
+    assert!(
+        !target.join("sub").exists(),
+        "the folder was made where the link points"
+    );
+}
+
+#[test]
 fn a_journal_folder_that_is_not_utf8_is_refused_not_replaced() {
     use std::os::unix::ffi::OsStrExt;
     let dir = out_dir("non-utf8");

@@ -4,7 +4,7 @@
 //! - folders vramledger creates are 0700 and the file is 0600, whatever the umask (`chmod`
 //!   after creation: a umask can only take bits away);
 //! - a folder owned by another user is refused (someone else could read, replace or remove
-//!   the journals in it);
+//!   the journals in it), and so is a path through another user's symbolic link;
 //! - the file is created with `O_EXCL | O_NOFOLLOW` relative to the folder's descriptor, so a
 //!   symlink planted under the journal's name is never followed and a reused pid never
 //!   overwrites an older journal;
@@ -34,10 +34,33 @@ fn os_error(code: i32) -> std::io::Error {
     std::io::Error::from_raw_os_error(code)
 }
 
+/// Refuses a path that goes through a symbolic link owned by another user (root's own links
+/// aside): that user could point it anywhere, and the journal folder would be created and
+/// written where they chose, with this user's rights.
+fn foreign_links(dir: &str, path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    for p in path.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+        let Ok(m) = std::fs::symlink_metadata(p) else {
+            continue;
+        };
+        if m.file_type().is_symlink() && m.uid() != euid && m.uid() != 0 {
+            return Err(format!(
+                "the journal folder {dir} goes through {}, a symbolic link of uid {}, not of this user (uid {euid}): refused",
+                p.display(),
+                m.uid()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Creates the missing folders of `dir` (0700 each) and opens it; refuses a folder that is
 /// not this user's. Returns the folder's descriptor.
 fn open_folder(dir: &str) -> Result<i32, String> {
     let path = std::path::Path::new(dir);
+    foreign_links(dir, path)?;
     // Outermost missing folder first.
     let mut missing: Vec<&std::path::Path> = path
         .ancestors()
