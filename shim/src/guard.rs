@@ -137,6 +137,7 @@ pub fn warn(msg: &str) {
         // The program is in the middle of a line on stderr: this one waits for its end (or
         // for the exit), so that neither is cut in two.
         DEFERRED.lock().push(line);
+        HAS_DEFERRED.store(true, Ordering::Release);
         return;
     }
     raw_stderr(&line);
@@ -144,10 +145,19 @@ pub fn warn(msg: &str) {
 
 /// Warnings that wait for the program's line on stderr to end ([`warn`]).
 static DEFERRED: ForkSafeMutex<Vec<Vec<u8>>> = ForkSafeMutex::new();
+/// Some warning waits: the tap's path looks at nothing more than this when none does (it may
+/// run in a signal handler, where taking a lock or making one is not safe).
+static HAS_DEFERRED: AtomicBool = AtomicBool::new(false);
 
 /// Writes the warnings that waited (the tap saw the program's line end, or the process exits).
-#[cold]
 pub fn flush_deferred() {
+    if HAS_DEFERRED.swap(false, Ordering::AcqRel) {
+        flush_deferred_now();
+    }
+}
+
+#[cold]
+fn flush_deferred_now() {
     let lines = std::mem::take(&mut *DEFERRED.lock());
     for line in lines {
         raw_stderr(&line);
@@ -157,6 +167,7 @@ pub fn flush_deferred() {
 /// In a forked child: the parent's waiting warnings are the parent's.
 pub fn reset_in_child() {
     DEFERRED.reset_in_child();
+    HAS_DEFERRED.store(false, Ordering::Release);
 }
 
 /// `vramledger[PID]: msg` and a newline, as [`warn`] writes it.
