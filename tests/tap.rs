@@ -249,12 +249,7 @@ fn engine_lines_are_bounded_and_lose_their_secrets() {
     );
     let secret = "(EngineCore pid=1) INFO 12-01 09:43:35 [kv_cache_utils.py:2178] Maximum concurrency for 4 tokens per request: 1.00x hf_token=hf_AbCdEfGhIjKlMnOpQrStUvWx\n";
     let j = run_writer("engine-bounds", &format!("{long}{secret}"), 1 << 16, 2, &[]);
-    let engine: Vec<&str> = j
-        .events
-        .iter()
-        .filter(|e| e.api == vramledger_format::Api::VramledgerEngineLine as u16)
-        .map(|e| e.text.as_str())
-        .collect();
+    let engine = engine_lines(&j);
     assert_eq!(engine.len(), 2, "{engine:?}");
     assert!(
         engine[0].len() <= 4096 && engine[0].len() > 4000,
@@ -266,6 +261,15 @@ fn engine_lines_are_bounded_and_lose_their_secrets() {
     assert!(!engine[1].contains("hf_AbCd"));
     // The shim's bytes (the reader redacts again: it would hide a shim that did not).
     assert!(!raw_contains("engine-bounds", b"hf_AbCd"));
+}
+
+/// The texts of the engine-line records of `j`, in order.
+fn engine_lines(j: &Journal) -> Vec<&str> {
+    j.events
+        .iter()
+        .filter(|e| e.api == vramledger_format::Api::VramledgerEngineLine as u16)
+        .map(|e| e.text.as_str())
+        .collect()
 }
 
 /// Whether any journal `run_writer(test, …)` left holds `needle`, as the shim wrote it.
@@ -287,12 +291,7 @@ fn a_line_cut_to_its_bound_keeps_no_start_of_a_token() {
     let pad = "x".repeat(4096 - head.len() - 8);
     let line = format!("{head}{pad} hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123 tail\n");
     let j = run_writer("engine-cut-token", &line, 1 << 16, 2, &[]);
-    let engine: Vec<&str> = j
-        .events
-        .iter()
-        .filter(|e| e.api == vramledger_format::Api::VramledgerEngineLine as u16)
-        .map(|e| e.text.as_str())
-        .collect();
+    let engine = engine_lines(&j);
     assert_eq!(engine.len(), 1, "{engine:?}");
     assert!(engine[0].len() <= 4096);
     assert!(
