@@ -315,7 +315,7 @@ pub fn parse_each_in<F: Each + ?Sized>(
                             path.display()
                         ));
                     } else if err == FrameError::Truncated {
-                        j.warnings.push(format!("{}: the last record is cut off at offset {at} (the file was truncated, or copied while it was written)", path.display()));
+                        j.warnings.push(cut_off(path, at));
                     }
                     break;
                 };
@@ -333,12 +333,9 @@ pub fn parse_each_in<F: Each + ?Sized>(
             }
         }
     }
-    // Frames start 8-byte aligned and are longer than that: a tail shorter than a frame's
-    // head that is not zeros is a record cut off.
-    let tail = bytes.get(at..).unwrap_or_default();
-    if tail.len() < 8 && tail.iter().any(|&b| b != 0) {
+    if cut_in_head(bytes, at) {
         j.corrupt = true;
-        j.warnings.push(format!("{}: the last record is cut off at offset {at} (the file was truncated, or copied while it was written)", path.display()));
+        j.warnings.push(cut_off(path, at));
     }
     if !header_seen {
         j.corrupt = true;
@@ -348,6 +345,22 @@ pub fn parse_each_in<F: Each + ?Sized>(
         ));
     }
     Ok(j)
+}
+
+/// Whether `bytes[at..]`, where a walk of format-1 frames stopped, is a record cut inside its
+/// head: frames start 8-byte aligned and are longer than that, so a shorter tail that is not
+/// zeros is one.
+pub(crate) fn cut_in_head(bytes: &[u8], at: usize) -> bool {
+    let tail = bytes.get(at..).unwrap_or_default();
+    tail.len() < 8 && tail.iter().any(|&b| b != 0)
+}
+
+/// The warning for a record of `path` cut off at offset `at`.
+pub(crate) fn cut_off(path: &Path, at: usize) -> String {
+    format!(
+        "{}: the last record is cut off at offset {at} (the file was truncated, or copied while it was written)",
+        path.display()
+    )
 }
 
 /// The offset of the next frame that decodes, at or after `from` (8-byte aligned).

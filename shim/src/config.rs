@@ -27,13 +27,18 @@ pub struct Config {
 }
 
 fn env(name: &CStr) -> Option<String> {
-    // SAFETY: getenv with a NUL-terminated name; the result is copied at once.
+    env_with(name, |v| v.to_string_lossy().into_owned())
+}
+
+/// `f` of environment variable `name`'s value as it is (bytes, not yet text), if it is set.
+fn env_with<R>(name: &CStr, f: impl FnOnce(&CStr) -> R) -> Option<R> {
+    // SAFETY: getenv with a NUL-terminated name; the result is read at once, by `f`.
     let p = unsafe { libc::getenv(name.as_ptr()) };
     if p.is_null() {
         return None;
     }
     // SAFETY: getenv returns a NUL-terminated string.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    Some(f(unsafe { CStr::from_ptr(p) }))
 }
 
 fn truthy(v: Option<String>, default: bool) -> bool {
@@ -84,16 +89,11 @@ pub fn get() -> &'static Config {
 
 /// `VRAMLEDGER_OUT`, as given (see [`Config::out_dir`]).
 fn out_dir() -> Result<String, String> {
-    // SAFETY: getenv with a NUL-terminated name; the result is read at once.
-    let p = unsafe { libc::getenv(c"VRAMLEDGER_OUT".as_ptr()) };
-    if p.is_null() {
-        return Ok("vramledger-out".to_string());
-    }
-    // SAFETY: getenv returns a NUL-terminated string.
-    match unsafe { CStr::from_ptr(p) }.to_str() {
-        Ok("") => Ok("vramledger-out".to_string()),
-        Ok(s) => Ok(s.to_string()),
-        Err(_) => {
+    match env_with(c"VRAMLEDGER_OUT", |v| v.to_str().map(str::to_string)) {
+        None => Ok("vramledger-out".to_string()),
+        Some(Ok(s)) if s.is_empty() => Ok("vramledger-out".to_string()),
+        Some(Ok(s)) => Ok(s),
+        Some(Err(_)) => {
             Err("VRAMLEDGER_OUT is not UTF-8 (a copy of it would name another folder)".into())
         }
     }

@@ -158,11 +158,7 @@ impl Decoder {
             }
             Item::Cut { at } => {
                 j.corrupt = true;
-                j.warnings.push(format!(
-                    "{}: the last record is cut off at offset {} (the file was truncated, or copied while it was written)",
-                    j.path.display(),
-                    base + at
-                ));
+                j.warnings.push(super::cut_off(&j.path, base + at));
             }
             Item::Seal { .. } => {}
         }

@@ -256,14 +256,12 @@ impl Follower {
                 Err(_) => {
                     let abs = base + at;
                     let Some(next) = resync(bytes, at + 8) else {
-                        if self.warned_at != Some(abs) {
-                            self.warned_at = Some(abs);
-                            self.journal.corrupt = true;
-                            self.journal.warnings.push(format!(
+                        self.damaged_once(abs, || {
+                            format!(
                                 "{}: a corrupt record at offset {abs} ends the readable part (for now)",
                                 path.display()
-                            ));
-                        }
+                            )
+                        });
                         break;
                     };
                     self.journal.corrupt = true;
@@ -275,22 +273,24 @@ impl Follower {
                 }
             }
         }
-        // A tail shorter than a frame's head that is not zeros: a record cut off, once the
-        // writer cannot be at it any more (no grace), as the full reader says.
-        let tail = bytes.get(at..).unwrap_or_default();
-        if self.grace.is_zero() && tail.len() < 8 && tail.iter().any(|&b| b != 0) {
+        // A record cut inside its head, once the writer cannot be at it any more (no grace),
+        // as the full reader says.
+        if self.grace.is_zero() && super::cut_in_head(bytes, at) {
             let abs = base + at;
-            if self.warned_at != Some(abs) {
-                self.warned_at = Some(abs);
-                self.journal.corrupt = true;
-                self.journal.warnings.push(format!(
-                    "{}: the last record is cut off at offset {abs} (the file was truncated, or copied while it was written)",
-                    path.display()
-                ));
-            }
+            self.damaged_once(abs, || super::cut_off(&path, abs));
         }
         self.offset = base + at;
         Ok(self.journal.events.len() - before)
+    }
+
+    /// Damage at file offset `abs` that ends what can be read for now: said once, however
+    /// often the journal is polled while it stays there.
+    fn damaged_once(&mut self, abs: usize, warning: impl FnOnce() -> String) {
+        if self.warned_at != Some(abs) {
+            self.warned_at = Some(abs);
+            self.journal.corrupt = true;
+            self.journal.warnings.push(warning());
+        }
     }
 
     fn record(&mut self, kind: u16, payload: &[u8], abs: usize) {

@@ -41,11 +41,6 @@ static PENDING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false
 /// message) are not the parent's.
 static TAP_PID: AtomicI32 = AtomicI32::new(0);
 
-fn note_pid() {
-    // SAFETY: getpid has no preconditions.
-    TAP_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
-}
-
 /// Whether this is the process the tap's state belongs to (one `getpid`: slow paths only).
 fn own_process() -> bool {
     let pid = TAP_PID.load(Ordering::Relaxed);
@@ -218,13 +213,11 @@ fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
 /// The slow path, after the write: lines are assembled and classified; `errno` is kept.
 #[cold]
 fn look(which: usize, bytes: &[u8]) {
+    if !own_process() {
+        return; // (getpid sets no errno)
+    }
     // SAFETY: errno is thread-local; the caller must see the real write's errno.
     let saved = unsafe { *libc::__errno_location() };
-    if !own_process() {
-        // SAFETY: as above.
-        unsafe { *libc::__errno_location() = saved };
-        return;
-    }
     guard::record(|| slow_path(which, bytes));
     if which == 1 && !PENDING[1].load(Ordering::Relaxed) {
         guard::flush_deferred();
@@ -402,10 +395,7 @@ fn classify_line(tap: &mut Tap, line: &[u8], found: &mut Vec<Found>) {
 /// Reads the rule file once, when the library is loaded (see `crate::rules_file`). Without
 /// `VRAMLEDGER_RULES` nothing is read yet: the settings are still read on first use.
 pub fn init_at_load() {
-    note_pid();
-    if !config::disabled_now() {
-        prime();
-    }
+    prime();
     let named = config::var(c"VRAMLEDGER_RULES").is_some_and(|r| !r.is_empty());
     if !named || config::disabled_now() || config::disabled() || !config::get().tap {
         return;
@@ -437,20 +427,24 @@ fn load_rules() -> Option<Rules> {
 /// In a forked child: partial lines and rank states stay with the parent.
 pub fn reset_in_child() {
     TAP.reset_in_child();
-    note_pid();
     for which in 0..2 {
         set_pending(which, false);
     }
-    if !config::disabled_now() {
-        prime();
-    }
+    prime();
 }
 
-/// The tap's state made, and its partial-line buffers as large as a line kept can be, before
-/// the program runs: a `write` from a signal handler (async-signal-safe, and Python's
-/// faulthandler does it) that interrupted this thread inside `malloc` must find nothing to
-/// allocate on the tap's path, or it waits for the lock the thread it interrupted holds.
+/// The tap made ready for this process (at load, and in a forked child): whose process its
+/// state is, then, unless vramledger is off, the state itself with its partial-line buffers
+/// as large as a line kept can be, before the program runs: a `write` from a signal handler
+/// (async-signal-safe, and Python's faulthandler does it) that interrupted this thread inside
+/// `malloc` must find nothing to allocate on the tap's path, or it waits for the lock the
+/// thread it interrupted holds.
 fn prime() {
+    // SAFETY: getpid has no preconditions.
+    TAP_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    if config::disabled_now() {
+        return;
+    }
     let mut tap = TAP.lock();
     for carry in &mut tap.carry {
         carry.reserve(settings::MAX_LINE + 1);

@@ -92,7 +92,7 @@ fn open_file() -> bool {
     let (fd, path) = match cfg
         .out_dir
         .as_deref()
-        .map_err(|e| e.clone())
+        .map_err(String::clone)
         .and_then(|dir| file::create(dir, &name))
     {
         Ok(v) => v,
