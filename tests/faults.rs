@@ -1033,6 +1033,129 @@ fn a_signal_handler_that_writes_never_hangs_the_program() {
 }
 
 #[test]
+fn handlers_behave_and_read_back_as_without_vramledger() {
+    // The shim puts handlers behind trampolines (so that the tap knows it runs in one): what
+    // sigaction and signal return, what a handler receives and the masks it runs under are
+    // the same as in a plain run, and with VRAMLEDGER_DISABLE=1.
+    let dir = out_dir("sigsemantics");
+    let run = |cmd: Command| {
+        let out = run_with_limit(cmd, Duration::from_secs(30));
+        assert!(out.success(), "{}", out.dump());
+        out.stdout
+    };
+    let plain = run(clients().command("sig_semantics", &[], &[]));
+    let hooked_out = run(hooked("sig_semantics", &[], &dir, &[]));
+    let disabled = run(hooked(
+        "sig_semantics",
+        &[],
+        &dir,
+        &[("VRAMLEDGER_DISABLE", "1")],
+    ));
+    for needed in [
+        "read back info: rc=0 handler=on_info",
+        "value=42 ctx=1 usr2_blocked=1 self_blocked=1",
+        "signal second: prev=on_plain",
+        "read back resethand: rc=0 handler=SIG_DFL",
+        "nodefer: max depth=2 depth now=0",
+        "same struct old: handler=on_plain",
+        "child: exit=0",
+        "sig_semantics: done",
+    ] {
+        assert!(plain.contains(needed), "{needed}\n{plain}");
+    }
+    assert_eq!(hooked_out, plain);
+    assert_eq!(disabled, plain);
+}
+
+#[test]
+fn python_signal_handlers_and_faulthandler_work_as_without_vramledger() {
+    // CPython installs its C handlers with sigaction: a Python handler still runs (after the
+    // C one returned, outside it: the line it prints marks its stage), getsignal names it, and
+    // faulthandler still dumps the traceback on SIGSEGV and dies of the signal.
+    let script = "import faulthandler, os, signal\n\
+                  faulthandler.enable()\n\
+                  def h(sig, frame):\n    \
+                  print('[2025-03-08 12:29:21 TP0] Load weight begin. avail mem=21.63 GB', flush=True)\n\
+                  signal.signal(signal.SIGUSR1, h)\n\
+                  assert signal.getsignal(signal.SIGUSR1) is h\n\
+                  os.kill(os.getpid(), signal.SIGUSR1)\n\
+                  print('python handler ran', flush=True)\n\
+                  os.kill(os.getpid(), signal.SIGSEGV)\n";
+    let dir = out_dir("sigpython");
+    let run = |preload: bool| {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", script]);
+        if preload {
+            cmd.env("LD_PRELOAD", shim()).env("VRAMLEDGER_OUT", &dir);
+        }
+        run_with_limit(cmd, Duration::from_secs(60))
+    };
+    for out in [run(false), run(true)] {
+        assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{}", out.dump());
+        out.assert_line("python handler ran");
+        assert!(
+            out.stderr
+                .contains("Fatal Python error: Segmentation fault"),
+            "{}",
+            out.dump()
+        );
+        assert!(out.stderr.contains("File \"<string>\""), "{}", out.dump());
+    }
+    let js = journals(&dir);
+    assert_eq!(js.len(), 1);
+    let names: Vec<&str> = js[0].stage_names.values().map(String::as_str).collect();
+    assert!(names.contains(&"weight_load"), "{names:?}");
+}
+
+#[test]
+fn engine_lines_a_signal_handler_writes_never_hang_the_program() {
+    // A handler may write whole lines while the thread it interrupted holds the allocator's
+    // lock (Python's faulthandler dumping a traceback after an abort inside malloc): the tap
+    // must not classify them there (that allocates and reads the driver). They are passed on
+    // and nothing else. stderr goes to a file: a pipe nobody reads would fill and block.
+    let dir = out_dir("siglines");
+    std::fs::create_dir_all(&dir).unwrap();
+    let err_path = dir.join("stderr.txt");
+    let mut cmd = hooked("sig_write", &["3000", "lines"], &dir, &[]);
+    cmd.stderr(std::fs::File::create(&err_path).unwrap());
+    cmd.stdout(Stdio::piped());
+    let description = format!("{cmd:?}");
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(40) {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("blocked for 40 s: {description}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let done = child.wait_with_output().unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(done.status.success(), "{err}");
+    assert!(String::from_utf8_lossy(&done.stdout).contains("sig_write: ok"));
+    // Every line reached stderr unchanged (the handler's count says how many were written).
+    let written: usize = err
+        .lines()
+        .find_map(|l| l.strip_prefix("sig_write: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the client's count");
+    assert!(written > 100, "{written} lines: the timer barely ran");
+    let seen = err.lines().filter(|l| l.contains("Load weight")).count()
+        + err
+            .lines()
+            .filter(|l| l.contains("GPU KV cache size"))
+            .count();
+    assert_eq!(seen, written);
+    // Lines from a handler mark no stage.
+    for j in journals(&dir) {
+        let names: Vec<&str> = j.stage_names.values().map(String::as_str).collect();
+        assert!(!names.iter().any(|n| n.contains("weight")), "{names:?}");
+    }
+}
+
+#[test]
 fn a_stage_name_a_program_gives_is_redacted_like_a_line() {
     let (c, exe) = (clients(), support::steps_exe());
     let dir = out_dir("stage-secret");

@@ -478,11 +478,14 @@ fn the_library_exports_only_its_hooks_and_public_api() {
         .filter(|n| n.starts_with("cu") || n.starts_with("nccl"))
         .map(str::to_string)
         .collect();
-    // dlsym, the tap's write/writev and stdio output functions, and the public API.
+    // dlsym, the tap's write/writev and stdio output functions, sigaction and signal (the
+    // tap's signal-handler guard), and the public API.
     for extra in [
         "dlsym",
         "write",
         "writev",
+        "sigaction",
+        "signal",
         "vramledger_stage",
         "vramledger_sample",
         "printf",

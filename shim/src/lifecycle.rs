@@ -43,6 +43,7 @@ fn register_fork() {
 
 extern "C" fn on_load() {
     let _ = std::panic::catch_unwind(|| {
+        hooks::signals::init_at_load();
         hooks::stdio::init_at_load();
         hooks::tap::init_at_load();
         selftime::init_at_load();

@@ -1,6 +1,11 @@
 /* sig_write MS: 3 threads malloc and free for MS ms while a SIGALRM handler writes "x" (no
  * newline: a partial line the tap assembles) to stderr every 200 us, as write(2) may be
- * called from a handler; prints "sig_write: ok" (no hang). No CUDA: the tap alone. */
+ * called from a handler; prints "sig_write: ok" (no hang). No CUDA: the tap alone.
+ * sig_write MS lines: one thread only (the one the signal interrupts), its small blocks
+ * taken and given back so that the allocator's per-thread cache runs dry and each malloc
+ * takes the arena's lock, while the handler (installed with SA_NODEFER, as Python's
+ * faulthandler does) writes whole engine lines that start stages and carry sizing figures:
+ * a tap that classified them there would allocate under the lock the thread holds. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +21,41 @@ static volatile sig_atomic_t sig_stop;
 static void on_alarm_write(int sig) {
     (void)sig;
     (void)!write(2, "x", 1);
+}
+
+/* Lines the grammar takes: a stage each (the two alternate) and a sizing line. */
+static const char *const sig_lines[] = {
+    "[2025-03-08 12:29:21 TP0] Load weight begin. avail mem=21.63 GB\n",
+    "[2025-03-08 12:29:22 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+    "avail mem=6.58 GB, mem usage=15.05 GB.\n",
+    "INFO 05-30 06:40:49 [kv_cache_utils.py:634] GPU KV cache size: 123,456 tokens\n",
+};
+static volatile sig_atomic_t sig_next;
+
+static void on_alarm_line(int sig) {
+    (void)sig;
+    const char *l = sig_lines[sig_next % 3];
+    sig_next++;
+    (void)!write(2, l, strlen(l));
+}
+
+static void signal_lines(long ms) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm_line;
+    sa.sa_flags = SA_RESTART | SA_NODEFER;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval on = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &on, NULL);
+    time_t end = time(NULL) + (ms + 999) / 1000;
+    unsigned seed = 7;
+    void *keep[256] = {0};
+    while (time(NULL) < end) {
+        for (int i = 0; i < 256; i++) keep[i] = malloc(16 + rand_r(&seed) % 1024);
+        for (int i = 0; i < 256; i++) free(keep[i]);
+    }
+    setitimer(ITIMER_REAL, &off, NULL);
+    fprintf(stderr, "sig_write: %d lines from the handler\n", (int)sig_next);
 }
 
 static void *churn_malloc(void *arg) {
@@ -52,7 +92,11 @@ static void signal_writes(long ms) {
 }
 
 int main(int argc, char **argv) {
-    signal_writes(argc > 1 ? atol(argv[1]) : 1000);
+    long ms = argc > 1 ? atol(argv[1]) : 1000;
+    if (argc > 2 && strcmp(argv[2], "lines") == 0)
+        signal_lines(ms);
+    else
+        signal_writes(ms);
     printf("sig_write: ok\n");
     return 0;
 }

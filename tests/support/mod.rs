@@ -61,6 +61,7 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("stdio_lines", &[]),
     ("printf_custom", &[]),
     ("sig_write", &[]),
+    ("sig_semantics", &[]),
     (
         "vllm_tp_like",
         &[

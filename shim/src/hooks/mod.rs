@@ -11,6 +11,7 @@ pub mod meminfo;
 pub mod memory;
 pub mod nccl;
 pub mod pools;
+pub mod signals;
 pub mod stdio;
 pub mod tap;
 pub mod tap_filter;

@@ -183,7 +183,7 @@ pub fn needs(fd: c_int, bytes: &[u8]) -> bool {
 /// Bytes written to fd 1 or 2 that the tap will not see (stdio output too long to format
 /// again): the line they are part of is skipped to its end.
 pub fn unseen(fd: c_int) {
-    if (fd == 1 || fd == 2) && mode() != 3 {
+    if (fd == 1 || fd == 2) && mode() != 3 && !super::signals::in_handler() {
         let which = (fd - 1) as usize;
         guard::record(|| {
             let mut tap = TAP.lock();
@@ -213,7 +213,9 @@ fn needs_look(fd: c_int, bytes: &[u8], with_rules: bool) -> bool {
 /// The slow path, after the write: lines are assembled and classified; `errno` is kept.
 #[cold]
 fn look(which: usize, bytes: &[u8]) {
-    if !own_process() {
+    if !own_process() || super::signals::in_handler() {
+        // Not this process's tap, or inside a signal handler, where nothing the slow path
+        // does (allocate, lock, read the driver) is safe: the bytes were passed on, no more.
         return; // (getpid sets no errno)
     }
     // SAFETY: errno is thread-local; the caller must see the real write's errno.
