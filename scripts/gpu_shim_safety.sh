@@ -7,6 +7,11 @@
 #   2. a plain PyTorch program that never asks for free memory balances (free@end known)
 #   3. a file-size limit too small for the journal: one warning, the program's output unchanged
 #   4. the journal truncated while the program runs: it goes on, one warning
+#   5. signal handlers behind the shim's trampolines: a Python handler's stage line is seen,
+#      faulthandler still dumps and dies of SIGSEGV as without it (examples/signal_handlers.py);
+#      engine lines written from a C handler while its thread takes malloc's lock do not hang
+#      or corrupt the heap (tests/clients/sig_write.c, `lines`); sigaction/signal read-backs
+#      the same as plain (tests/clients/sig_semantics.c)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUTDIR="${1:-$OUT}"
@@ -63,5 +68,22 @@ sleep 2
 [[ -n "${f:-}" ]] && truncate -s 0 "$f"
 wait $pid; rc=$?
 log "truncate: rc=$rc warnings=$(grep -c '^vramledger\[' "$W/trunc.err") ($(grep '^vramledger\[' "$W/trunc.err" | head -1)) -> $([[ $rc == 0 ]] && echo PASS || echo FAIL)"
+# 5. signal handlers
+python3 .gpu/examples/signal_handlers.py --crash >"$W/sig-plain.out" 2>"$W/sig-plain.err"; p=$?
+"$CLI" run --out "$W/sig" -- python3 .gpu/examples/signal_handlers.py --crash >"$W/sig.out" 2>"$W/sig.err"; h=$?
+"$CLI" report --json "$W/sig" >"$W/sig.json" 2>>"$W/sig.err"
+stages=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(",".join(s["name"] for p in r["processes"] for d in p["devices"] for s in d["stages"]))' "$W/sig.json" 2>&1)
+dumped=$(grep -c 'Fatal Python error: Segmentation fault' "$W/sig.err")
+ran=$(grep -c 'signals: python handler ran' "$W/sig.out")
+log "signals python: plain rc=$p hooked rc=$h dumped=$dumped ran=$ran stages=$stages -> $([[ $p == 139 && $h == 139 && $dumped == 1 && $ran == 1 && $stages == *weight_load* ]] && echo PASS || echo FAIL)"
+gcc -O1 -o "$W/sig_write" .gpu/clients/sig_write.c -lpthread
+gcc -O1 -o "$W/sig_semantics" .gpu/clients/sig_semantics.c
+LD_PRELOAD="$LIB" VRAMLEDGER_OUT="$W/sigw" timeout 60 "$W/sig_write" 3000 lines >"$W/sigw.out" 2>"$W/sigw.err"; rc=$?
+lines=$(grep -c 'Load weight\|GPU KV cache size' "$W/sigw.err")
+log "signals C handler lines: rc=$rc $(grep '^sig_write: [0-9]' "$W/sigw.err") passed on=$lines $(grep -v 'Load weight\|GPU KV cache size\|^sig_write' "$W/sigw.err" | head -1) -> $([[ $rc == 0 ]] && grep -q 'sig_write: ok' "$W/sigw.out" && echo PASS || echo FAIL)"
+"$W/sig_semantics" >"$W/sems-plain.out" 2>&1
+LD_PRELOAD="$LIB" VRAMLEDGER_OUT="$W/sems" "$W/sig_semantics" >"$W/sems.out" 2>&1
+log "signals semantics: $(grep -c . "$W/sems.out") lines, $(cmp -s "$W/sems-plain.out" "$W/sems.out" && echo same || echo differs) -> $(cmp -s "$W/sems-plain.out" "$W/sems.out" && grep -q 'sig_semantics: done' "$W/sems.out" && echo PASS || echo FAIL)"
+
 tar -czf "$OUTDIR/shim_safety.tar.gz" -C "$W" . 2>/dev/null
 log "files: $OUTDIR/shim_safety.tar.gz"

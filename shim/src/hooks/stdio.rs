@@ -55,7 +55,9 @@ extern "C" fn needs(fd: c_int, bytes: *const u8, len: usize) -> c_int {
 }
 
 extern "C" fn wanted() -> c_int {
-    std::panic::catch_unwind(super::tap::wanted).unwrap_or(false) as c_int
+    // Inside a signal handler nothing is formatted again or copied (the tap would not look).
+    std::panic::catch_unwind(|| super::tap::wanted() && !super::signals::in_handler())
+        .unwrap_or(false) as c_int
 }
 
 /// Connects the C wrappers to the tap (when the library is loaded).
