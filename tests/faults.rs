@@ -138,6 +138,16 @@ fn mount_tmpfs(at: &Path, size: &str) -> Result<(), String> {
 /// unprivileged user namespace. Returns the run and a folder holding copies of its journals,
 /// or why no small file system could be had.
 fn on_small_tmpfs(dir: &Path, size: &str, args: &[&str]) -> Result<(RunOutput, PathBuf), String> {
+    on_small_tmpfs_with(dir, size, 0, args)
+}
+
+/// [`on_small_tmpfs`], with `ballast_kib` KiB of another file on the tmpfs before the run.
+fn on_small_tmpfs_with(
+    dir: &Path,
+    size: &str,
+    ballast_kib: u64,
+    args: &[&str],
+) -> Result<(RunOutput, PathBuf), String> {
     let mnt = dir.join("small");
     let copied = dir.join("copied");
     std::fs::create_dir_all(&copied).unwrap();
@@ -148,6 +158,7 @@ fn on_small_tmpfs(dir: &Path, size: &str, args: &[&str]) -> Result<(RunOutput, P
     };
     match mount_tmpfs(&mnt, size) {
         Ok(()) => {
+            std::fs::write(mnt.join("ballast"), vec![0u8; ballast_kib as usize * 1024]).unwrap();
             let out = support::run(hooked("faults", args, &mnt, &[]));
             copy(&mnt);
             let _ = Command::new("umount").arg("-l").arg(&mnt).status();
@@ -155,12 +166,19 @@ fn on_small_tmpfs(dir: &Path, size: &str, args: &[&str]) -> Result<(RunOutput, P
         }
         Err(direct) => {
             let script = "mount -t tmpfs -o size=\"$1\",mode=0700 tmpfs \"$2\" || exit 97; \
-                          mnt=$2; copied=$3; shift 3; \"$@\"; rc=$?; \
+                          mnt=$2; copied=$3; ballast=$4; shift 4; \
+                          head -c \"${ballast}K\" /dev/zero >\"$mnt/ballast\" || exit 97; \
+                          \"$@\"; rc=$?; \
                           cp \"$mnt\"/*.vlj \"$copied\"/ 2>/dev/null; exit $rc";
             let exe = s(&clients().exe("faults"));
             let mut argv = vec!["-rm", "sh", "-c", script, "sh", size];
-            let (mnt_s, copied_s) = (s(&mnt), s(&copied));
-            argv.extend([mnt_s.as_str(), copied_s.as_str(), exe.as_str()]);
+            let (mnt_s, copied_s, ballast) = (s(&mnt), s(&copied), ballast_kib.to_string());
+            argv.extend([
+                mnt_s.as_str(),
+                copied_s.as_str(),
+                ballast.as_str(),
+                exe.as_str(),
+            ]);
             argv.extend_from_slice(args);
             let (lib, out_s) = (s(&shim()), s(&mnt));
             let cmd = support::command(
@@ -206,6 +224,31 @@ fn a_full_disk_turns_the_shim_into_pass_through() {
         count(&j, Kind::Alloc) < 200000,
         "the journal cannot hold them all"
     );
+}
+
+#[test]
+fn the_journal_never_takes_the_last_of_the_disk() {
+    // 8 MiB with 3.7 MiB of the program's own: a 4 MiB chunk would leave it ~300 KiB, under
+    // the 5% (409 KiB) the shim keeps free for it. The shim gives up before taking any (the
+    // last build took the chunk and left the program ~300 KiB).
+    let dir = out_dir("lowspace");
+    let n = "20000";
+    let (out, copied) = match on_small_tmpfs_with(&dir, "8m", 3800, &["pairs", n]) {
+        Ok(v) => v,
+        Err(why) => {
+            support::skip_test(&format!("no small file system can be mounted here ({why})"));
+            return;
+        }
+    };
+    pairs_output_ok(&out, n);
+    one_warning(&out, "kept free for the program on its file system");
+    let held: usize = journal::find(&copied)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|f| journal::read(f).ok())
+        .map(|j| count(&j, Kind::Alloc))
+        .sum();
+    assert_eq!(held, 0, "no chunk may be taken");
 }
 
 /// Pairs that need more than one 4 MiB chunk of journal (24 bytes a record).

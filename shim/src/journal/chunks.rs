@@ -2,6 +2,7 @@
 //! written, unmapped as soon as every byte of one is written.
 //!
 //! - Growing checks `RLIMIT_FSIZE` first (the kernel would send SIGXFSZ otherwise), then
+//!   that the chunk leaves the program its share of the file system ([`keeps_room`]), then
 //!   `posix_fallocate`s the chunk, so a full disk is an error here and never a SIGBUS on a
 //!   later store; a file that is shorter than what was reserved means someone truncated it.
 //! - A chunk holds 64 blocks (`super::blocks`); the writer that seals a block adds the block
@@ -46,6 +47,9 @@ static GROW: AtomicBool = AtomicBool::new(false);
 pub enum Failure {
     /// No space left on the journal's file system.
     NoSpace,
+    /// Another chunk would leave less free than the program's share ([`keeps_room`]): bytes
+    /// available now, and the share.
+    LowSpace(u64, u64),
     /// The process's file-size limit (`RLIMIT_FSIZE`) would be passed.
     SizeLimit(u64),
     /// The journal reached its 16 GiB cap.
@@ -63,6 +67,13 @@ impl Failure {
     pub fn describe(self) -> String {
         match self {
             Failure::NoSpace => "no space left for the journal".into(),
+            Failure::LowSpace(avail, keep) => format!(
+                "no space left for the journal: {} MiB more would leave less than the {} \
+                 kept free for the program on its file system ({} available)",
+                CHUNK >> 20,
+                size(keep),
+                size(avail)
+            ),
             Failure::SizeLimit(l) => {
                 format!("the journal would pass this process's file-size limit (RLIMIT_FSIZE {l} bytes)")
             }
@@ -154,6 +165,17 @@ fn grow(fd: i32, k: usize) -> Result<*mut u8, Failure> {
         {
             return Err(Failure::SizeLimit(lim.rlim_cur));
         }
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::fstatvfs(fd, &mut fs) == 0 {
+            let frsize = fs.f_frsize as u64;
+            let (avail, total) = (
+                (fs.f_bavail as u64).saturating_mul(frsize),
+                (fs.f_blocks as u64).saturating_mul(frsize),
+            );
+            if let Err(keep) = keeps_room(avail, total) {
+                return Err(Failure::LowSpace(avail, keep));
+            }
+        }
         let rc = loop {
             let rc = libc::posix_fallocate(fd, start as libc::off_t, CHUNK as libc::off_t);
             if rc != libc::EINTR {
@@ -187,6 +209,28 @@ fn grow(fd: i32, k: usize) -> Result<*mut u8, Failure> {
         BASES[k].store(m as usize, Ordering::Release);
         CHUNKS[k].store(m as *mut u8, Ordering::Release);
         Ok(m as *mut u8)
+    }
+}
+
+/// `n` bytes for people: whole KiB under 1 MiB, else whole MiB (rounded down).
+fn size(n: u64) -> String {
+    if n < 1 << 20 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{} MiB", n >> 20)
+    }
+}
+
+/// The free space a chunk must leave on the journal's file system: 5% of it, at most 256 MiB
+/// (a full disk under a server breaks its own logs and checkpoints: the journal gives up
+/// first). `Err(share)` when taking a chunk with `avail` of `total` bytes free would leave
+/// less; a file system that reports no size (some FUSE and network ones) is not judged.
+pub fn keeps_room(avail: u64, total: u64) -> Result<(), u64> {
+    let keep = (total / 20).min(256 << 20);
+    if total == 0 || avail >= CHUNK.saturating_add(keep) {
+        Ok(())
+    } else {
+        Err(keep)
     }
 }
 
@@ -254,4 +298,38 @@ pub fn reset_in_child() {
     }
     RESERVED_END.store(0, Ordering::Release);
     GROW.store(false, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn a_chunk_leaves_five_percent_of_the_file_system_at_most_256_mib() {
+        // 8 MiB: 409 KiB stays the program's.
+        let small = 8 * MIB;
+        assert_eq!(keeps_room(CHUNK + small / 20, small), Ok(()));
+        assert_eq!(keeps_room(CHUNK + small / 20 - 1, small), Err(small / 20));
+        // 1 TiB: 256 MiB, not 51 GiB.
+        let big = 1024 * GIB;
+        assert_eq!(keeps_room(CHUNK + 256 * MIB, big), Ok(()));
+        assert_eq!(keeps_room(CHUNK + 256 * MIB - 1, big), Err(256 * MIB));
+        assert_eq!(keeps_room(0, big), Err(256 * MIB));
+        // A file system that reports no size is not judged (posix_fallocate still is).
+        assert_eq!(keeps_room(0, 0), Ok(()));
+    }
+
+    #[test]
+    fn the_low_space_warning_names_the_share_and_what_is_left() {
+        let w = Failure::LowSpace(3 * MIB + 5, 409 * 1024).describe();
+        assert!(w.starts_with("no space left for the journal"), "{w}");
+        assert!(
+            w.contains("4 MiB more") && w.contains("the 409 KiB kept"),
+            "{w}"
+        );
+        assert!(w.contains("(3 MiB available)"), "{w}");
+    }
 }
