@@ -41,7 +41,8 @@ done
 find examples -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.md' \) -exec cp {} "$DEST/examples/" \;
 find scripts -maxdepth 1 -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \) -exec cp {} "$DEST/scripts/" \;
 # The fake driver's fork test client, run on the real driver too (scripts/gpu_shim_safety.sh).
-cp tests/clients/fork_driver.c tests/clients/cuda_abi.h tests/clients/sig_write.c tests/clients/sig_semantics.c "$DEST/clients/"
+cp tests/clients/fork_driver.c tests/clients/cuda_abi.h tests/clients/sig_write.c tests/clients/sig_semantics.c \
+    tests/clients/context_cycles.c "$DEST/clients/"
 
 # ref_tree REF DIR: git ref REF's files in DIR, made afresh.
 ref_tree() {

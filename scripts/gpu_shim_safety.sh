@@ -12,6 +12,8 @@
 #      engine lines written from a C handler while its thread takes malloc's lock do not hang
 #      or corrupt the heap (tests/clients/sig_write.c, `lines`); sigaction/signal read-backs
 #      the same as plain (tests/clients/sig_semantics.c)
+#   6. contexts made and destroyed in turn (tests/clients/context_cycles.c): the books hold
+#      one context at the end, each cycle's stage gives its context back, balanced
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUTDIR="${1:-$OUT}"
@@ -84,6 +86,25 @@ log "signals C handler lines: rc=$rc $(grep '^sig_write: [0-9]' "$W/sigw.err") p
 "$W/sig_semantics" >"$W/sems-plain.out" 2>&1
 LD_PRELOAD="$LIB" VRAMLEDGER_OUT="$W/sems" "$W/sig_semantics" >"$W/sems.out" 2>&1
 log "signals semantics: $(grep -c . "$W/sems.out") lines, $(cmp -s "$W/sems-plain.out" "$W/sems.out" && echo same || echo differs) -> $(cmp -s "$W/sems-plain.out" "$W/sems.out" && grep -q 'sig_semantics: done' "$W/sems.out" && echo PASS || echo FAIL)"
+
+# 6. context cycles on the real driver
+gcc -O2 -o "$W/context_cycles" .gpu/clients/context_cycles.c -ldl
+LD_PRELOAD="$LIB" VRAMLEDGER_OUT="$W/ctx" "$W/context_cycles" 4 >"$W/ctx.out" 2>"$W/ctx.err"; rc=$?
+"$CLI" report --json "$W/ctx" >"$W/ctx.json" 2>>"$W/ctx.err"
+cp "$W"/ctx/*.vlj "$OUTDIR/" 2>/dev/null
+python3 - "$W/ctx.json" "$rc" <<'PY' 2>&1 | tee -a "$S"
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = r["processes"][0]["devices"][0]
+ctx = {s["name"]: s["by_owner"]["context"] for s in d["stages"]}
+live = d["live_at_end"]["by_owner"]["context"]
+made = max(ctx.values())
+rec = d["reconciliation"]
+cycles = [v for k, v in ctx.items() if k.startswith("cycle_")]
+ok = sys.argv[2] == "0" and rec["balanced"] and 0 < live <= made and all(abs(v) <= 2 << 20 for v in cycles)
+print(f"context cycles: rc={sys.argv[2]} context by stage {ctx} live at end {live} "
+      f"unattributed={rec['unattributed_bytes']} balanced={rec['balanced']} -> {'PASS' if ok else 'FAIL'}")
+PY
 
 tar -czf "$OUTDIR/shim_safety.tar.gz" -C "$W" . 2>/dev/null
 log "files: $OUTDIR/shim_safety.tar.gz"

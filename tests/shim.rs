@@ -523,6 +523,41 @@ fn the_library_exports_only_its_hooks_and_public_api() {
 }
 
 #[test]
+fn a_context_made_and_destroyed_again_and_again_is_counted_once() {
+    // Four contexts made and destroyed in turn (a stage each), then a fifth that ends the run:
+    // each destroy gives its context back, except the last (the books end before it), so the
+    // books hold one context at the end, not five, and nothing is unattributed.
+    let (out, js) = traced("context_cycles", &["4"], &[], "ctxcycles");
+    assert!(out.success(), "{}", out.dump());
+    out.assert_line("context_cycles: ok");
+    let j = only(js);
+    let books = vramledger::ledger::build(std::slice::from_ref(&j));
+    let dev = &books.processes[0].devices[0];
+    assert!(dev.balanced());
+    assert_eq!(dev.unattributed(), 0);
+    assert_eq!(dev.live_at_end.get(Owner::Context), 300 * MIB as i64);
+    for s in dev.stages.iter().filter(|s| s.name.starts_with("cycle_")) {
+        assert_eq!(s.by_owner.get(Owner::Context), 0, "{}", s.name);
+    }
+    let peak = dev
+        .peak_by_owner
+        .iter()
+        .find(|(o, _)| **o == Owner::Context)
+        .map(|(_, p)| p.bytes);
+    assert_eq!(peak, Some(300 * MIB as i64));
+    // The destroys the books take say the device and the free memory around them.
+    let destroys: Vec<_> = j
+        .events
+        .iter()
+        .filter(|e| e.api() == Some(Api::cuCtxDestroy_v2))
+        .collect();
+    assert_eq!(destroys.len(), 5);
+    assert!(destroys
+        .iter()
+        .all(|e| e.device == 0 && e.arg1 > e.arg0 && e.arg0 != u64::MAX));
+}
+
+#[test]
 fn a_program_that_never_asks_for_free_memory_still_balances() {
     // No engine line, no stage mark, no cudaMemGetInfo: free memory is read at exit, or, when
     // the runtime releases its context at exit first, right before that release.

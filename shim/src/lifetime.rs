@@ -85,16 +85,18 @@ pub fn created(dev: i32, ctx: u64) {
     }
 }
 
-/// Before `cuCtxDestroy(ctx)`: the last reading through it.
-pub fn before_destroy(ctx: u64) {
+/// Before `cuCtxDestroy(ctx)`: the last reading through it. Returns the device it was made
+/// on when it is the last context made there (-1: not known).
+pub fn before_destroy(ctx: u64) -> i32 {
     if ctx == 0 {
-        return;
+        return -1;
     }
     let dev = CREATED
         .iter()
         .position(|c| c.load(Ordering::Acquire) == ctx)
         .map_or(-1, |d| d as i32);
     sample_through(ctx, dev);
+    dev
 }
 
 /// After `cuCtxDestroy(ctx)` returned `rc`.

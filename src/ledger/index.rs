@@ -29,6 +29,7 @@ const TIMES_ONLY: [bool; 128] = {
         Kind::PoolHooks,
         Kind::TorchSegment,
         Kind::AllocFailed,
+        Kind::Context,
     ];
     let mut t = [true; 128];
     let mut k = 0;
@@ -68,6 +69,8 @@ pub struct Index {
     pub last_torch_snapshot: Option<(u64, usize)>,
     /// The first allocation that failed with out-of-memory: its index and time.
     pub first_oom: Option<(usize, u64)>,
+    /// Per device, the record that ended its last context ([`super::context`]).
+    pub context_ends: super::context::Ends,
 }
 
 impl Index {
@@ -198,6 +201,7 @@ impl Walk {
         match kind {
             Some(Kind::Alloc | Kind::Free) => {}
             Some(Kind::Stage) => x.rank.stage(e),
+            Some(Kind::Context) => x.context_ends.take(i, e),
             Some(Kind::Module) if !self.known => {
                 x.modules.insert(e.module, e.text.clone());
             }

@@ -12,6 +12,7 @@
 
 pub mod books;
 pub mod boundaries;
+pub mod context;
 pub mod cross_rank;
 pub mod device;
 pub mod index;

@@ -15,6 +15,7 @@ use vramledger_format::live::Delta;
 use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
 
 use super::boundaries::StageBoundary;
+use super::context;
 use super::index::Index;
 use super::owners::OwnerBytes;
 use super::records::Records;
@@ -230,17 +231,17 @@ impl<O: Observer> Observer for &mut O {
     }
 }
 
-/// The device memory record `e` moved, given the books' delta.
-fn moved(e: &Event, kind: Option<Kind>, delta: Option<&Delta>) -> Option<Moved> {
+/// The device memory record `e` (record `i` of the journal indexed as `ix`) moved, given the
+/// books' delta and the devices before it.
+fn moved(
+    e: &Event,
+    kind: Option<Kind>,
+    delta: Option<&Delta>,
+    at: (usize, &Index, &Devices),
+) -> Option<Moved> {
     if kind == Some(Kind::Context) {
-        // The bytes NVML measured around the context's creation (the books know nothing of
-        // contexts: a context record never has a delta).
-        return (e.device >= 0 && e.size > 0 && e.result == 0).then_some(Moved {
-            device: e.device,
-            owner: Owner::Context,
-            bytes: e.size as i64,
-            module: None,
-        });
+        let (i, ix, devices) = at;
+        return context_moved(e, i, ix, devices);
     }
     let d = delta?;
     (d.mem == MemKind::Device && d.device >= 0).then_some(Moved {
@@ -248,6 +249,29 @@ fn moved(e: &Event, kind: Option<Kind>, delta: Option<&Delta>) -> Option<Moved> 
         owner: d.owner,
         bytes: d.bytes,
         module: Some(d.module),
+    })
+}
+
+/// What a context record moved (the books know nothing of contexts: a context record never
+/// has a delta), by [`super::context`]'s rules: the bytes NVML measured around a creation;
+/// at a destroy or release that gave memory back, unless it ended the device's last context,
+/// that much of the device's context bytes, never more than the books hold (the driver also
+/// frees what the program left allocated in it).
+fn context_moved(e: &Event, i: usize, ix: &Index, devices: &Devices) -> Option<Moved> {
+    let bytes = if let Some(size) = context::made(e) {
+        size.min(i64::MAX as u64) as i64
+    } else {
+        let back = context::given_back(e).filter(|_| !ix.context_ends.is_last(e.device, i))?;
+        let held = devices
+            .get(e.device)
+            .map_or(0, |h| h.by_owner.get(Owner::Context));
+        -(back.min(held.max(0) as u64) as i64)
+    };
+    (bytes != 0).then_some(Moved {
+        device: e.device,
+        owner: Owner::Context,
+        bytes,
+        module: None,
     })
 }
 
@@ -326,7 +350,7 @@ pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBook
         };
         let kind = e.kind();
         let delta = w.books.apply(e);
-        let moved = moved(e, kind, delta.as_ref());
+        let moved = moved(e, kind, delta.as_ref(), (w.index, ix, &w.devices));
         if let Some(m) = moved {
             let h = w.devices.get_mut(m.device);
             h.by_owner.add(m.owner, m.bytes);

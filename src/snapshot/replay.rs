@@ -340,19 +340,28 @@ impl<'a> Replay<'a> {
             }
             st.readings.push((r.clock, free, hooked));
         }
-        if kind == Kind::Context && e.device >= 0 && e.size > 0 && e.result == 0 {
+        // The context's bytes as the books move them (a destroy or last release gives them
+        // back): held since the first record that made them non-zero.
+        if let Some(m) = r.moved.filter(|m| m.owner == Owner::Context) {
             let stage = self.stage(r.span);
-            let st = self.devs.entry(e.device).or_default();
+            let st = self.devs.entry(m.device).or_default();
+            let now = st
+                .context
+                .as_ref()
+                .map_or(0, |c| c.bytes)
+                .saturating_add_signed(m.bytes);
             match &mut st.context {
-                Some(c) => c.bytes = c.bytes.saturating_add(e.size),
-                None => {
+                Some(c) if now > 0 => c.bytes = now,
+                Some(_) => st.context = None,
+                None if now > 0 => {
                     st.context = Some(ContextHeld {
-                        bytes: e.size,
+                        bytes: now,
                         stage,
                         t_ns: e.t_ns,
                     });
                     st.context_span = r.span;
                 }
+                None => {}
             }
         }
         if kind == Kind::AllocFailed && e.result == CUDA_ERROR_OUT_OF_MEMORY {

@@ -62,6 +62,7 @@ pub const EXECUTABLES: &[(&str, &[&str])] = &[
     ("printf_custom", &[]),
     ("sig_write", &[]),
     ("sig_semantics", &[]),
+    ("context_cycles", &[]),
     (
         "vllm_tp_like",
         &[

@@ -224,15 +224,23 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
     if crate::real::resolve(api) == 0 {
         return super::forward::missing(api);
     }
-    guard::record(|| lifetime::before_destroy(ctx as u64));
+    let mut dev = -1;
+    guard::record(|| dev = lifetime::before_destroy(ctx as u64));
+    // NVML's free memory around the destroy, on the device the context was made on (the
+    // books give its bytes back by what came back): known for the last context made there.
+    let before = if dev >= 0 { nvml_free(dev) } else { None };
     let rc = forward!(api, unsafe extern "C" fn(CUcontext) -> CUresult, ctx);
     guard::record(|| lifetime::destroyed(ctx as u64, rc));
-    guard::record(|| {
-        let mut e = recorder::event(Kind::Context, api);
-        e.result = rc;
-        e.handle = ctx as u64;
-        e.owner = Owner::Context as u8;
-        recorder::emit(&e, b"");
-    });
+    if dev >= 0 {
+        context_event(api, rc, dev, ctx as u64, before);
+    } else {
+        guard::record(|| {
+            let mut e = recorder::event(Kind::Context, api);
+            e.result = rc;
+            e.handle = ctx as u64;
+            e.owner = Owner::Context as u8;
+            recorder::emit(&e, b"");
+        });
+    }
     rc
 }
