@@ -60,7 +60,7 @@ engines)
     ;;
 torch)
     nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee -a "$S"
-    step shim-safety 60 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
+    step shim-safety 120 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
     step books 60 bash scripts/gpu_books.sh "$W/books"
     step sizing 50 bash scripts/gpu_sizing.sh "$W/sizing"
     GRAPHPOOL_MODES=default step graphpool 150 bash scripts/gpu_graphpool.sh "$W/graphpool"
@@ -75,7 +75,7 @@ torch)
     ;;
 tap)
     nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader | tee -a "$S"
-    step shim-safety 60 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
+    step shim-safety 120 bash scripts/gpu_shim_safety.sh "$W/shim-safety"
     step books 60 bash scripts/gpu_books.sh "$W/books"
     if [[ -f .gpu/prev/libvramledger.so ]]; then
         step tap-prev 90 bash scripts/bench_tap.sh .gpu/libvramledger.so .gpu/prev/libvramledger.so
