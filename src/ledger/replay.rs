@@ -231,18 +231,9 @@ impl<O: Observer> Observer for &mut O {
     }
 }
 
-/// The device memory record `e` (record `i` of the journal indexed as `ix`) moved, given the
-/// books' delta and the devices before it.
-fn moved(
-    e: &Event,
-    kind: Option<Kind>,
-    delta: Option<&Delta>,
-    at: (usize, &Index, &Devices),
-) -> Option<Moved> {
-    if kind == Some(Kind::Context) {
-        let (i, ix, devices) = at;
-        return context_moved(e, i, ix, devices);
-    }
+/// The device memory the books' delta moved (context records have none: [`context_moved`]).
+#[inline(always)]
+fn moved(delta: Option<&Delta>) -> Option<Moved> {
     let d = delta?;
     (d.mem == MemKind::Device && d.device >= 0).then_some(Moved {
         device: d.device,
@@ -257,6 +248,8 @@ fn moved(
 /// at a destroy or release that gave memory back, unless it ended the device's last context,
 /// that much of the device's context bytes, never more than the books hold (the driver also
 /// frees what the program left allocated in it).
+#[cold]
+#[inline(never)]
 fn context_moved(e: &Event, i: usize, ix: &Index, devices: &Devices) -> Option<Moved> {
     let bytes = if let Some(size) = context::made(e) {
         size.min(i64::MAX as u64) as i64
@@ -350,7 +343,11 @@ pub fn run<R: Records, O: Observer>(r: &R, ix: &Index, obs: &mut O) -> (LiveBook
         };
         let kind = e.kind();
         let delta = w.books.apply(e);
-        let moved = moved(e, kind, delta.as_ref(), (w.index, ix, &w.devices));
+        let moved = if kind == Some(Kind::Context) {
+            context_moved(e, w.index, ix, &w.devices)
+        } else {
+            moved(delta.as_ref())
+        };
         if let Some(m) = moved {
             let h = w.devices.get_mut(m.device);
             h.by_owner.add(m.owner, m.bytes);
