@@ -1101,6 +1101,7 @@ fn handlers_behave_and_read_back_as_without_vramledger() {
         "read back resethand: rc=0 handler=SIG_DFL",
         "nodefer: max depth=2 depth now=0",
         "same struct old: handler=on_plain",
+        "after a vfork child's handler: plain=0 plain2=1",
         "child: exit=0",
         "sig_semantics: done",
     ] {

@@ -135,7 +135,11 @@ int main(void) {
     struct sigaction same;
     memset(&same, 0, sizeof same);
     same.sa_handler = on_plain2;
+    /* The same struct as both: allowed (libc copies the new action first). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
     printf("same struct: rc=%d\n", sigaction(SIGURG, &same, &same));
+#pragma GCC diagnostic pop
     printf("same struct old: handler=%s\n", name_of(same.sa_handler));
     show("same struct now", SIGURG);
 
@@ -153,6 +157,20 @@ int main(void) {
     }
     errno = 0;
     printf("read SIGKILL: rc=%d errno=%d\n", sigaction(SIGKILL, NULL, &old), errno);
+
+    /* A vfork child shares the parent's memory (not its handlers) until it exits: a handler
+     * it installs must not become the parent's. */
+    signal(SIGALRM, on_plain2);
+    pid_t vp = vfork();
+    if (vp == 0) {
+        signal(SIGALRM, on_plain);
+        _exit(0);
+    }
+    waitpid(vp, NULL, 0);
+    int p1 = plain_runs, p2 = plain2_runs;
+    raise(SIGALRM);
+    printf("after a vfork child's handler: plain=%d plain2=%d\n", plain_runs - p1, plain2_runs - p2);
+    show("read back after the vfork child", SIGALRM);
 
     pid_t pid = fork();
     if (pid == 0) {

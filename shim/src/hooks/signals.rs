@@ -13,11 +13,14 @@
 //! untouched, and so does everything with `VRAMLEDGER_DISABLE=1` at load. No lock anywhere
 //! (`sigaction` may be called from a handler): one atomic slot per signal and trampoline.
 //!
-//! Known limits: a handler left by `siglongjmp` counts as left once the thread's stack is
-//! back above the frame it entered on (on the same stack: always; from an alternate signal
-//! stack, when that stack lies below the thread's own); two threads changing one signal's
-//! handler at the same instant may read each other's as the old one; `sigset`, `sysv_signal`
-//! and `bsd_signal` are not interposed (their handlers run unwrapped, as before).
+//! Known limits: a handler left by `siglongjmp` counts as left when the next handler on its
+//! thread runs, or when the tap next looks from a frame above the one the handler entered on
+//! (from an alternate signal stack: when that stack lies below the thread's own); until then
+//! that thread's lines are passed on unread (the program is never affected). Two threads
+//! changing one signal's handler at the same instant may read each other's as the old one.
+//! `sigset`, `sysv_signal` and `bsd_signal` are not interposed (their handlers run unwrapped,
+//! as before). A `vfork` child's `sigaction` passes through unwrapped (its memory is the
+//! parent's until it execs, and its handlers are not).
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -73,11 +76,15 @@ fn stack_address() -> usize {
     std::hint::black_box(&marker) as *const u8 as usize
 }
 
-/// Runs `call` counted as a handler on this thread.
+/// Runs `call` counted as a handler on this thread (a count that a long jump left behind, the
+/// stack back above its entry, counts as none).
 #[inline(always)]
 fn counted(call: impl FnOnce()) {
-    let (depth, entry) = DEPTH.with(Cell::get);
-    let entry = if depth == 0 { stack_address() } else { entry };
+    let here = stack_address();
+    let (depth, entry) = match DEPTH.with(Cell::get) {
+        (depth, entry) if depth > 0 && here < entry => (depth, entry),
+        _ => (0, here),
+    };
     DEPTH.with(|d| d.set((depth + 1, entry)));
     call();
     DEPTH.with(|d| d.set((depth, if depth == 0 { 0 } else { entry })));
@@ -117,13 +124,15 @@ fn slot(slots: &[AtomicUsize; SIGNALS], sig: c_int) -> Option<&AtomicUsize> {
     usize::try_from(sig).ok().and_then(|s| slots.get(s))
 }
 
-/// Whether a handler for `sig` may be wrapped.
+/// Whether a handler for `sig` may be wrapped (never by a `vfork` child, which shares the
+/// parent's slots until it execs: its handler must not become the parent's).
 fn wrappable(sig: c_int) -> bool {
     WRAP.load(Ordering::Relaxed)
         && sig > 0
         && (sig as usize) < SIGNALS
         && sig != libc::SIGKILL
         && sig != libc::SIGSTOP
+        && super::tap::own_process()
 }
 
 /// Decides at load whether handlers are wrapped, and finds the real functions while finding

@@ -42,7 +42,7 @@ static PENDING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false
 static TAP_PID: AtomicI32 = AtomicI32::new(0);
 
 /// Whether this is the process the tap's state belongs to (one `getpid`: slow paths only).
-fn own_process() -> bool {
+pub fn own_process() -> bool {
     let pid = TAP_PID.load(Ordering::Relaxed);
     // SAFETY: getpid has no preconditions.
     pid == 0 || pid == unsafe { libc::getpid() }
