@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 
-use vramledger_format::addr_hash::AddrState;
+use vramledger_format::addr_hash::AddrMap;
 use vramledger_format::record::flags;
 use vramledger_format::{Event, Kind, LiveBooks, MemKind, Owner};
 
@@ -26,8 +26,6 @@ use crate::journal::Journal;
 mod rows;
 
 pub use rows::{Mismatch, PoolKey, PoolRow, SnapshotCheck, TorchPools};
-
-type AddrMap<V> = HashMap<u64, V, AddrState>;
 
 /// Bytes as a signed amount (sizes past i64::MAX exist only in damaged journals).
 fn signed(v: u64) -> i64 {

@@ -3,10 +3,11 @@
 //! and reserved ranges, pool samples), history, timelines and readings per device, and the
 //! captures at the snapshot's points ([`super::capture`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
-use vramledger_format::addr_hash::AddrState;
+pub(super) use vramledger_format::addr_hash::AddrMap;
+use vramledger_format::addr_hash::AddrSet;
 use vramledger_format::{Api, Event, Kind, MemKind, Owner};
 
 use super::{
@@ -19,8 +20,6 @@ use crate::ledger::replay::{Now, Observer, Rec};
 use crate::ledger::samples;
 
 mod mirror;
-
-pub(super) type AddrMap<V> = HashMap<u64, V, AddrState>;
 
 /// The process's own books: pinned host, managed, peer, and the reservations.
 pub(super) type ProcessBooks = (Vec<Item>, Vec<Item>, Vec<Item>, Vec<Reservation>);
@@ -110,7 +109,7 @@ pub(super) struct Replay<'a> {
     pub(super) last: usize,
     pub(super) span: usize,
     pub(super) blocks: AddrMap<Meta>,
-    async_addrs: HashSet<u64, AddrState>,
+    async_addrs: AddrSet,
     pub(super) handles: AddrMap<Meta>,
     pub(super) mappings: BTreeMap<u64, MapInfo>,
     unmapped: Vec<u64>,
@@ -164,7 +163,7 @@ impl<'a> Replay<'a> {
             last,
             span: 0,
             blocks: AddrMap::default(),
-            async_addrs: HashSet::default(),
+            async_addrs: AddrSet::default(),
             handles: AddrMap::default(),
             mappings: BTreeMap::new(),
             unmapped: Vec::new(),

@@ -28,6 +28,13 @@ impl Hasher for AddrHasher {
     }
 }
 
+/// A map keyed by address or handle, seeded ([`AddrState`]): `hashbrown`'s, whose insert and
+/// remove inline into a replay's loop (`std`'s copy of it is built without `inline-more`).
+pub type AddrMap<V> = hashbrown::HashMap<u64, V, AddrState>;
+
+/// A set of addresses or handles, seeded, as [`AddrMap`].
+pub type AddrSet = hashbrown::HashSet<u64, AddrState>;
+
 /// Builds [`AddrHasher`]s that start from a seed of their own, drawn from `std`'s random keys.
 /// The hash is a bijection: without a seed, addresses whose hashes share their low bits (one
 /// bucket, probes as long as the map) are easy to compute, and a journal made of them would

@@ -1,14 +1,15 @@
 //! A map keyed by device address for the live books: an allocation inserts a new address, a
 //! free removes one, at random, around a live set that is small beside the journal.
 //!
-//! `std`'s `HashMap` (a SwissTable: a group of control bytes compared at once, so a probe's
-//! branches are predictable where linear probing's were not) with the seeded address hasher,
-//! and shrunk once an eighth full: `HashMap` never shrinks by itself, and a table grown for a
-//! past peak (weights loaded, then freed) spreads today's few blocks over memory no cache
-//! holds (on the 10^7-record bench run, 10^5 blocks live after the weights and a few
-//! thousand while serving; BENCHMARKS.md, issue 15's eighth and ninth rounds).
+//! `hashbrown`'s `HashMap`, `std`'s own SwissTable (a group of control bytes compared at once,
+//! so a probe's branches are predictable where linear probing's were not) built with
+//! `inline-more`, so that insert and remove inline into the hook and the replay, with the
+//! seeded address hasher, and shrunk once an eighth full: it never shrinks by itself, and a
+//! table grown for a past peak (weights loaded, then freed) spreads today's few blocks over
+//! memory no cache holds (on the 10^7-record bench run, 10^5 blocks live after the weights and
+//! a few thousand while serving; BENCHMARKS.md, issue 15's eighth, ninth and twelfth rounds).
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use crate::addr_hash::AddrState;
 
