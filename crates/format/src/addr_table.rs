@@ -7,7 +7,8 @@
 //! seeded address hasher, and shrunk once an eighth full: it never shrinks by itself, and a
 //! table grown for a past peak (weights loaded, then freed) spreads today's few blocks over
 //! memory no cache holds (on the 10^7-record bench run, 10^5 blocks live after the weights and
-//! a few thousand while serving; BENCHMARKS.md, issue 15's eighth, ninth and twelfth rounds).
+//! a few thousand while serving; BENCHMARKS.md, issue 15's eighth, ninth, twelfth and
+//! sixteenth rounds).
 
 use hashbrown::HashMap;
 
