@@ -10,9 +10,7 @@
 //! a few thousand while serving; BENCHMARKS.md, issue 15's eighth, ninth, twelfth and
 //! sixteenth rounds).
 
-use hashbrown::HashMap;
-
-use crate::addr_hash::AddrState;
+use crate::addr_hash::AddrMap;
 
 /// Tables at most this large are never shrunk (in entries they can hold).
 const KEEP_CAPACITY: usize = 1024;
@@ -20,13 +18,13 @@ const KEEP_CAPACITY: usize = 1024;
 /// A map from `u64` to `V`.
 #[derive(Debug, Clone)]
 pub struct AddrTable<V> {
-    map: HashMap<u64, V, AddrState>,
+    map: AddrMap<V>,
 }
 
 impl<V> Default for AddrTable<V> {
     fn default() -> Self {
         AddrTable {
-            map: HashMap::default(),
+            map: AddrMap::default(),
         }
     }
 }
