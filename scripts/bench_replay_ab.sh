@@ -28,6 +28,7 @@ BENCH_SCRATCH=$(mktemp -d /tmp/vl-replay-ab.XXXXXX)
 export BENCH_SCRATCH
 trap 'rm -rf "$BENCH_SCRATCH"' EXIT
 lscpu | grep -E "Model name|L2 cache|L3 cache" || true
+echo "kernel $(uname -r)"
 grep -o -w -E "vpclmulqdq|avx512f|pclmulqdq" /proc/cpuinfo | sort | uniq -c || true
 for ((r = 1; r <= rounds; r++)); do
     for i in "${!bins[@]}"; do

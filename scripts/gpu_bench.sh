@@ -62,7 +62,7 @@ PY
 
 log "== vramledger gpu_bench $(date -u +%Y-%m-%dT%H:%M:%SZ) $(cat "$GPU/BUILD_INFO" 2>/dev/null | tr '\n' ' ')"
 log "driver=$DRIVER_DIR cudart=${CUDART:-none} libs=${LIBS[*]} reps=$REPS"
-log "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown); $(nproc) cpus; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+log "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown); kernel $(uname -r); $(nproc) cpus; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/^/gpu /' | tee -a "$LOG"
 
 gcc -O2 -o "$WORK/bench_costs" "$HERE/bench_costs.c" -ldl -lpthread

@@ -19,7 +19,7 @@ SCRATCH=$(mktemp -d /tmp/vl-cpu-bench.XXXXXX)
 export BENCH_SCRATCH=$SCRATCH
 # The base build predates BENCH_SCRATCH: it writes under the target/ it was built in.
 [[ -f $B/base/SCRATCH ]] && mkdir -p "$(cat "$B/base/SCRATCH")"
-{ lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L2|L3'; nproc; } > "$OUTDIR/cpu.txt" 2>&1
+{ lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L2|L3'; nproc; echo "kernel $(uname -r)"; } > "$OUTDIR/cpu.txt" 2>&1
 cat "$OUTDIR/cpu.txt"
 # The replay's goal is for one core: pin it so runs compare. The verbs are not pinned (`diff`
 # replays its two sides on two threads).
