@@ -1103,6 +1103,10 @@ fn handlers_behave_and_read_back_as_without_vramledger() {
         "same struct old: handler=on_plain",
         "after a vfork child's handler: plain=0 plain2=1",
         "child: exit=0",
+        "bsd_signal second: prev=on_plain",
+        "read back sysv_signal after one: rc=0 handler=SIG_DFL",
+        "sigset after hold: prev=SIG_HOLD pending ran: plain=0 plain2=1",
+        "sigset released: blocked=0",
         "sig_semantics: done",
     ] {
         assert!(plain.contains(needed), "{needed}\n{plain}");
@@ -1156,11 +1160,28 @@ fn engine_lines_a_signal_handler_writes_never_hang_the_program() {
     // A handler may write whole lines while the thread it interrupted holds the allocator's
     // lock (Python's faulthandler dumping a traceback after an abort inside malloc): the tap
     // must not classify them there (that allocates and reads the driver). They are passed on
-    // and nothing else. stderr goes to a file: a pipe nobody reads would fill and block.
-    let dir = out_dir("siglines");
+    // and nothing else.
+    handler_lines_pass_through("sigaction", 3000);
+}
+
+#[test]
+fn engine_lines_from_a_handler_installed_the_older_ways_pass_through_too() {
+    // bsd_signal, sysv_signal and sigset install handlers without the program's sigaction:
+    // unwrapped, such a handler's lines were classified inside malloc and the program
+    // aborted in glibc's allocator within a second.
+    for how in ["bsd_signal", "sysv_signal", "sigset"] {
+        handler_lines_pass_through(how, 2000);
+    }
+}
+
+/// `sig_write MS lines HOW`: engine lines written by a SIGALRM handler installed by `how`
+/// while the interrupted thread churns malloc, all passed to stderr as they are and none
+/// taken as a stage. stderr goes to a file: a pipe nobody reads would fill and block.
+fn handler_lines_pass_through(how: &str, ms: u32) {
+    let dir = out_dir(&format!("siglines-{how}"));
     std::fs::create_dir_all(&dir).unwrap();
     let err_path = dir.join("stderr.txt");
-    let mut cmd = hooked("sig_write", &["3000", "lines"], &dir, &[]);
+    let mut cmd = hooked("sig_write", &[&ms.to_string(), "lines", how], &dir, &[]);
     cmd.stderr(std::fs::File::create(&err_path).unwrap());
     cmd.stdout(Stdio::piped());
     let description = format!("{cmd:?}");
@@ -1176,7 +1197,7 @@ fn engine_lines_a_signal_handler_writes_never_hang_the_program() {
     }
     let done = child.wait_with_output().unwrap();
     let err = std::fs::read_to_string(&err_path).unwrap();
-    assert!(done.status.success(), "{err}");
+    assert!(done.status.success(), "{how}: {:?}\n{err}", done.status);
     assert!(String::from_utf8_lossy(&done.stdout).contains("sig_write: ok"));
     // Every line reached stderr unchanged (the handler's count says how many were written).
     let written: usize = err
@@ -1185,17 +1206,23 @@ fn engine_lines_a_signal_handler_writes_never_hang_the_program() {
         .and_then(|l| l.split(' ').next())
         .and_then(|n| n.parse().ok())
         .expect("the client's count");
-    assert!(written > 100, "{written} lines: the timer barely ran");
+    assert!(
+        written > 100,
+        "{how}: {written} lines: the timer barely ran"
+    );
     let seen = err.lines().filter(|l| l.contains("Load weight")).count()
         + err
             .lines()
             .filter(|l| l.contains("GPU KV cache size"))
             .count();
-    assert_eq!(seen, written);
+    assert_eq!(seen, written, "{how}");
     // Lines from a handler mark no stage.
     for j in journals(&dir) {
         let names: Vec<&str> = j.stage_names.values().map(String::as_str).collect();
-        assert!(!names.iter().any(|n| n.contains("weight")), "{names:?}");
+        assert!(
+            !names.iter().any(|n| n.contains("weight")),
+            "{how}: {names:?}"
+        );
     }
 }
 

@@ -2,7 +2,9 @@
  * with vramledger (which puts handlers behind trampolines) can be compared with a plain one:
  * read-backs, siginfo, masks, SA_RESETHAND, SA_NODEFER, SIG_IGN, invalid signals, a handler
  * that installs another from inside itself, an action read back and installed again, the
- * same struct as new and old action, errno left by a handler, and a forked child. */
+ * same struct as new and old action, errno left by a handler, a forked child, and the older
+ * ways to install a handler (bsd_signal, sysv_signal's one-shot handler, sigset and its
+ * SIG_HOLD). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +17,12 @@ static volatile sig_atomic_t info_runs, plain_runs, plain2_runs, nested_depth, n
 static volatile int got_signo, got_code, got_value, got_ctx, usr2_blocked, self_blocked;
 
 static const char *name_of(void (*h)(int));
+
+typedef void (*handler_fn)(int);
+/* glibc declares these only for some feature sets: the prototypes the library exports. */
+extern handler_fn bsd_signal(int, handler_fn);
+extern handler_fn sysv_signal(int, handler_fn);
+extern handler_fn sigset(int, handler_fn);
 
 static void on_info(int sig, siginfo_t *si, void *ctx) {
     info_runs++;
@@ -50,6 +58,7 @@ static const char *name_of(void (*h)(int)) {
     if (h == SIG_DFL) return "SIG_DFL";
     if (h == SIG_IGN) return "SIG_IGN";
     if (h == SIG_ERR) return "SIG_ERR";
+    if (h == SIG_HOLD) return "SIG_HOLD";
     if (h == on_plain) return "on_plain";
     if (h == on_plain2) return "on_plain2";
     if (h == on_nested) return "on_nested";
@@ -142,6 +151,53 @@ int main(void) {
 #pragma GCC diagnostic pop
     printf("same struct old: handler=%s\n", name_of(same.sa_handler));
     show("same struct now", SIGURG);
+
+    /* The older ways to install a handler. */
+    prev = bsd_signal(SIGPIPE, on_plain);
+    printf("bsd_signal first: prev=%s\n", name_of(prev));
+    prev = bsd_signal(SIGPIPE, on_plain2);
+    printf("bsd_signal second: prev=%s\n", name_of(prev));
+    show("read back bsd_signal", SIGPIPE);
+    int before2 = plain2_runs;
+    raise(SIGPIPE);
+    printf("bsd_signal raised: plain2=%d\n", plain2_runs - before2);
+
+    prev = sysv_signal(SIGXCPU, on_plain);
+    printf("sysv_signal first: prev=%s\n", name_of(prev));
+    show("read back sysv_signal", SIGXCPU);
+    int before = plain_runs;
+    raise(SIGXCPU);
+    printf("sysv_signal raised: plain=%d\n", plain_runs - before);
+    show("read back sysv_signal after one", SIGXCPU);
+    prev = sysv_signal(SIGXCPU, SIG_IGN);
+    printf("sysv_signal to SIG_IGN: prev=%s\n", name_of(prev));
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    prev = sigset(SIGXFSZ, on_plain);
+    printf("sigset first: prev=%s\n", name_of(prev));
+    prev = sigset(SIGXFSZ, SIG_HOLD);
+    printf("sigset hold: prev=%s\n", name_of(prev));
+    sigset_t mask;
+    sigprocmask(SIG_BLOCK, NULL, &mask);
+    printf("sigset held: blocked=%d\n", sigismember(&mask, SIGXFSZ));
+    show("read back sigset held", SIGXFSZ);
+    before = plain_runs;
+    raise(SIGXFSZ);
+    printf("sigset raised while held: plain=%d\n", plain_runs - before);
+    before2 = plain2_runs;
+    prev = sigset(SIGXFSZ, on_plain2);
+    printf("sigset after hold: prev=%s pending ran: plain=%d plain2=%d\n", name_of(prev),
+           plain_runs - before, plain2_runs - before2);
+    sigprocmask(SIG_BLOCK, NULL, &mask);
+    printf("sigset released: blocked=%d\n", sigismember(&mask, SIGXFSZ));
+    show("read back sigset", SIGXFSZ);
+    before2 = plain2_runs;
+    raise(SIGXFSZ);
+    printf("sigset raised: plain2=%d\n", plain2_runs - before2);
+    prev = sigset(SIGXFSZ, SIG_DFL);
+    printf("sigset to SIG_DFL: prev=%s\n", name_of(prev));
+#pragma GCC diagnostic pop
 
     int bad[] = {0, SIGKILL, SIGSTOP, 65, -1};
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -5,7 +5,11 @@
  * taken and given back so that the allocator's per-thread cache runs dry and each malloc
  * takes the arena's lock, while the handler (installed with SA_NODEFER, as Python's
  * faulthandler does) writes whole engine lines that start stages and carry sizing figures:
- * a tap that classified them there would allocate under the lock the thread holds. */
+ * a tap that classified them there would allocate under the lock the thread holds.
+ * sig_write MS lines HOW: the same with the handler installed by HOW: sigaction (as above),
+ * bsd_signal, sysv_signal (one-shot: the handler installs itself again first, the System V
+ * idiom, then arms a one-shot timer for the next signal, so that none comes while the
+ * default action is in place) or sigset. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -32,21 +36,44 @@ static const char *const sig_lines[] = {
 };
 static volatile sig_atomic_t sig_next;
 
+typedef void (*handler_fn)(int);
+/* glibc declares these only for some feature sets: the prototypes the library exports. */
+extern handler_fn bsd_signal(int, handler_fn);
+extern handler_fn sysv_signal(int, handler_fn);
+extern handler_fn sigset(int, handler_fn);
+
+static int sysv_mode;
+static volatile sig_atomic_t sysv_stop;
+static const struct itimerval sysv_next = {{0, 0}, {0, 200}};
+
 static void on_alarm_line(int sig) {
-    (void)sig;
+    if (sysv_mode) sysv_signal(sig, on_alarm_line);
     const char *l = sig_lines[sig_next % 3];
     sig_next++;
     (void)!write(2, l, strlen(l));
+    if (sysv_mode && !sysv_stop) setitimer(ITIMER_REAL, &sysv_next, NULL);
 }
 
-static void signal_lines(long ms) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm_line;
-    sa.sa_flags = SA_RESTART | SA_NODEFER;
-    sigaction(SIGALRM, &sa, NULL);
+static void signal_lines(long ms, const char *how) {
+    if (strcmp(how, "bsd_signal") == 0) {
+        bsd_signal(SIGALRM, on_alarm_line);
+    } else if (strcmp(how, "sysv_signal") == 0) {
+        sysv_mode = 1;
+        sysv_signal(SIGALRM, on_alarm_line);
+    } else if (strcmp(how, "sigset") == 0) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        sigset(SIGALRM, on_alarm_line);
+#pragma GCC diagnostic pop
+    } else {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm_line;
+        sa.sa_flags = SA_RESTART | SA_NODEFER;
+        sigaction(SIGALRM, &sa, NULL);
+    }
     struct itimerval on = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &on, NULL);
+    setitimer(ITIMER_REAL, sysv_mode ? &sysv_next : &on, NULL);
     time_t end = time(NULL) + (ms + 999) / 1000;
     unsigned seed = 7;
     void *keep[256] = {0};
@@ -54,6 +81,7 @@ static void signal_lines(long ms) {
         for (int i = 0; i < 256; i++) keep[i] = malloc(16 + rand_r(&seed) % 1024);
         for (int i = 0; i < 256; i++) free(keep[i]);
     }
+    sysv_stop = 1;
     setitimer(ITIMER_REAL, &off, NULL);
     fprintf(stderr, "sig_write: %d lines from the handler\n", (int)sig_next);
 }
@@ -94,7 +122,7 @@ static void signal_writes(long ms) {
 int main(int argc, char **argv) {
     long ms = argc > 1 ? atol(argv[1]) : 1000;
     if (argc > 2 && strcmp(argv[2], "lines") == 0)
-        signal_lines(ms);
+        signal_lines(ms, argc > 3 ? argv[3] : "sigaction");
     else
         signal_writes(ms);
     printf("sig_write: ok\n");

@@ -1,4 +1,5 @@
-//! `sigaction` and `signal`, interposed so that the tap knows when it runs inside a signal
+//! `sigaction`, `signal` and the older ways to install a handler (`bsd_signal`, `sysv_signal`,
+//! `sigset`), interposed so that the tap knows when it runs inside a signal
 //! handler: a handler may call `write` (it is async-signal-safe, and Python's faulthandler
 //! dumps a traceback with it, after an abort that can come from inside `malloc`), but the
 //! tap's slow path allocates and reads the driver, which is not safe there. Inside a handler
@@ -18,9 +19,9 @@
 //! (from an alternate signal stack: when that stack lies below the thread's own); until then
 //! that thread's lines are passed on unread (the program is never affected). Two threads
 //! changing one signal's handler at the same instant may read each other's as the old one.
-//! `sigset`, `sysv_signal` and `bsd_signal` are not interposed (their handlers run unwrapped,
-//! as before). A `vfork` child's `sigaction` passes through unwrapped (its memory is the
-//! parent's until it execs, and its handlers are not).
+//! A `vfork` child's `sigaction` passes through unwrapped (its memory is the parent's until it
+//! execs, and its handlers are not). `sigvec` (not in glibc's API since 2.21) is not
+//! interposed.
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -41,6 +42,13 @@ static INFO: [AtomicUsize; SIGNALS] = [EMPTY; SIGNALS];
 static WRAP: AtomicBool = AtomicBool::new(false);
 static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
 static REAL_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_BSD_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_SYSV_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_SIGSET: AtomicUsize = AtomicUsize::new(0);
+
+/// `sigset`'s disposition that blocks the signal instead of installing anything (glibc's
+/// `SIG_HOLD`).
+const SIG_HOLD: libc::sighandler_t = 2;
 
 type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
@@ -139,7 +147,9 @@ fn wrappable(sig: c_int) -> bool {
 /// them is safe (not inside a handler).
 pub fn init_at_load() {
     let _ = real_sigaction();
-    let _ = real_signal();
+    for (slot, name) in signal_likes() {
+        let _ = real_signal_like(slot, name);
+    }
     WRAP.store(!crate::config::disabled_now(), Ordering::Relaxed);
 }
 
@@ -149,9 +159,21 @@ fn real_sigaction() -> Option<SigactionFn> {
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
 }
 
-fn real_signal() -> Option<SignalFn> {
-    let p = real_of(&REAL_SIGNAL, c"signal");
-    // SAFETY: the next `signal` after vramledger is libc's, with this signature.
+/// The functions that install a handler as `signal` does (a signal and a handler in, the
+/// previous disposition out), with where each one's real address is kept.
+fn signal_likes() -> [(&'static AtomicUsize, &'static std::ffi::CStr); 4] {
+    [
+        (&REAL_SIGNAL, c"signal"),
+        (&REAL_BSD_SIGNAL, c"bsd_signal"),
+        (&REAL_SYSV_SIGNAL, c"sysv_signal"),
+        (&REAL_SIGSET, c"sigset"),
+    ]
+}
+
+fn real_signal_like(slot: &AtomicUsize, name: &std::ffi::CStr) -> Option<SignalFn> {
+    let p = real_of(slot, name);
+    // SAFETY: the next function of this name after vramledger is libc's `signal`,
+    // `bsd_signal`, `sysv_signal` or `sigset`, each with this signature.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SignalFn>(p) })
 }
 
@@ -249,26 +271,66 @@ pub unsafe extern "C" fn sigaction(
 /// The caller's arguments of `signal(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    let Some(real) = real_signal() else {
+    // SAFETY: the caller's arguments.
+    unsafe { install_like(&REAL_SIGNAL, c"signal", sig, handler) }
+}
+
+/// # Safety
+/// The caller's arguments of `bsd_signal(3)` (`signal`'s semantics).
+#[no_mangle]
+pub unsafe extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments.
+    unsafe { install_like(&REAL_BSD_SIGNAL, c"bsd_signal", sig, handler) }
+}
+
+/// # Safety
+/// The caller's arguments of `sysv_signal(3)` (one-shot: the kernel resets the handler).
+#[no_mangle]
+pub unsafe extern "C" fn sysv_signal(
+    sig: c_int,
+    handler: libc::sighandler_t,
+) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments.
+    unsafe { install_like(&REAL_SYSV_SIGNAL, c"sysv_signal", sig, handler) }
+}
+
+/// # Safety
+/// The caller's arguments of `sigset(3)` (`SIG_HOLD` blocks the signal, installs nothing).
+#[no_mangle]
+pub unsafe extern "C" fn sigset(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments.
+    unsafe { install_like(&REAL_SIGSET, c"sigset", sig, handler) }
+}
+
+/// # Safety
+/// `sig` and `handler` are the caller's arguments of the function named `name`, one of
+/// [`signal_likes`], whose real address `slot` keeps.
+unsafe fn install_like(
+    slot_of_real: &AtomicUsize,
+    name: &std::ffi::CStr,
+    sig: c_int,
+    handler: libc::sighandler_t,
+) -> libc::sighandler_t {
+    let Some(real) = real_signal_like(slot_of_real, name) else {
         // SAFETY: errno is thread-local; ENOSYS says nothing was changed.
         unsafe { *libc::__errno_location() = libc::ENOSYS };
         return libc::SIG_ERR;
     };
     let load = |s: &[AtomicUsize; SIGNALS]| slot(s, sig).map_or(0, |a| a.load(Ordering::Acquire));
     let (plain_before, info_before) = (load(&PLAIN), load(&INFO));
-    // SAFETY: libc's signal with the caller's own arguments (libc sets its flags and mask).
+    // SAFETY: libc's function with the caller's own arguments (libc sets its flags and mask).
     let prev = unsafe { real(sig, handler) };
     if prev == libc::SIG_ERR {
         return prev;
     }
     let prev = shown(prev, plain_before, info_before);
-    if wrappable(sig) && program_function(handler).is_some() {
+    if wrappable(sig) && handler != SIG_HOLD && program_function(handler).is_some() {
         wrap_installed(sig, handler);
     }
     prev
 }
 
-/// `handler`, just installed by libc's `signal` with libc's flags and mask, is put behind the
+/// `handler`, just installed by libc's `signal` (or one like it) with libc's flags and mask, is put behind the
 /// plain trampoline with the same flags and mask (until then it runs unwrapped).
 fn wrap_installed(sig: c_int, handler: usize) {
     let Some(real) = real_sigaction() else {
