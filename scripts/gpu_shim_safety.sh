@@ -11,7 +11,7 @@
 #      faulthandler still dumps and dies of SIGSEGV as without it (examples/signal_handlers.py);
 #      engine lines written from a C handler while its thread takes malloc's lock do not hang
 #      or corrupt the heap (tests/clients/sig_write.c, `lines`, the handler installed by
-#      sigaction, bsd_signal, sysv_signal and sigset); sigaction/signal read-backs
+#      sigaction, bsd_signal, sysv_signal, __sysv_signal and sigset); sigaction/signal read-backs
 #      the same as plain (tests/clients/sig_semantics.c)
 #   6. contexts made and destroyed in turn (tests/clients/context_cycles.c): the books hold
 #      one context at the end, each cycle's stage gives its context back, balanced
@@ -84,8 +84,8 @@ gcc -O1 -o "$W/sig_semantics" .gpu/clients/sig_semantics.c
 LD_PRELOAD="$LIB" VRAMLEDGER_OUT="$W/sigw" timeout 60 "$W/sig_write" 3000 lines >"$W/sigw.out" 2>"$W/sigw.err"; rc=$?
 lines=$(grep -c 'Load weight\|GPU KV cache size' "$W/sigw.err")
 log "signals C handler lines: rc=$rc $(grep '^sig_write: [0-9]' "$W/sigw.err") passed on=$lines $(grep -v 'Load weight\|GPU KV cache size\|^sig_write' "$W/sigw.err" | head -1) -> $([[ $rc == 0 ]] && grep -q 'sig_write: ok' "$W/sigw.out" && echo PASS || echo FAIL)"
-# The same with the handler installed the older ways (bsd_signal, sysv_signal, sigset).
-for how in bsd_signal sysv_signal sigset; do
+# The same with the handler installed the older ways (bsd_signal, sysv_signal, __sysv_signal, sigset).
+for how in bsd_signal sysv_signal __sysv_signal sigset; do
     LD_PRELOAD="$LIB" VRAMLEDGER_OUT="$W/sigw-$how" timeout 60 "$W/sig_write" 2000 lines "$how" >"$W/sigw-$how.out" 2>"$W/sigw-$how.err"; rc=$?
     lines=$(grep -c 'Load weight\|GPU KV cache size' "$W/sigw-$how.err")
     log "signals C handler lines ($how): rc=$rc $(grep '^sig_write: [0-9]' "$W/sigw-$how.err") passed on=$lines -> $([[ $rc == 0 ]] && grep -q 'sig_write: ok' "$W/sigw-$how.out" && echo PASS || echo FAIL)"

@@ -9,7 +9,8 @@
  * sig_write MS lines HOW: the same with the handler installed by HOW: sigaction (as above),
  * bsd_signal, sysv_signal (one-shot: the handler installs itself again first, the System V
  * idiom, then arms a one-shot timer for the next signal, so that none comes while the
- * default action is in place) or sigset. */
+ * default action is in place), __sysv_signal (what signal is in a program built with
+ * -std=c11: the same) or sigset. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -40,14 +41,16 @@ typedef void (*handler_fn)(int);
 /* glibc declares these only for some feature sets: the prototypes the library exports. */
 extern handler_fn bsd_signal(int, handler_fn);
 extern handler_fn sysv_signal(int, handler_fn);
+extern handler_fn __sysv_signal(int, handler_fn);
 extern handler_fn sigset(int, handler_fn);
 
-static int sysv_mode;
+/* The one-shot modes: the function that installs the handler again from inside it. */
+static handler_fn (*sysv_mode)(int, handler_fn);
 static volatile sig_atomic_t sysv_stop;
 static const struct itimerval sysv_next = {{0, 0}, {0, 200}};
 
 static void on_alarm_line(int sig) {
-    if (sysv_mode) sysv_signal(sig, on_alarm_line);
+    if (sysv_mode) sysv_mode(sig, on_alarm_line);
     const char *l = sig_lines[sig_next % 3];
     sig_next++;
     (void)!write(2, l, strlen(l));
@@ -57,9 +60,9 @@ static void on_alarm_line(int sig) {
 static void signal_lines(long ms, const char *how) {
     if (strcmp(how, "bsd_signal") == 0) {
         bsd_signal(SIGALRM, on_alarm_line);
-    } else if (strcmp(how, "sysv_signal") == 0) {
-        sysv_mode = 1;
-        sysv_signal(SIGALRM, on_alarm_line);
+    } else if (strcmp(how, "sysv_signal") == 0 || strcmp(how, "__sysv_signal") == 0) {
+        sysv_mode = how[0] == '_' ? __sysv_signal : sysv_signal;
+        sysv_mode(SIGALRM, on_alarm_line);
     } else if (strcmp(how, "sigset") == 0) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

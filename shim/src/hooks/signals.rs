@@ -1,4 +1,5 @@
-//! `sigaction`, `signal` and the older ways to install a handler (`bsd_signal`, `sysv_signal`,
+//! `sigaction`, `signal` and the older ways to install a handler (`bsd_signal`, `sysv_signal`
+//! and `__sysv_signal`, which a C program built to a strict standard calls for `signal`,
 //! `sigset`), interposed so that the tap knows when it runs inside a signal
 //! handler: a handler may call `write` (it is async-signal-safe, and Python's faulthandler
 //! dumps a traceback with it, after an abort that can come from inside `malloc`), but the
@@ -44,6 +45,7 @@ static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
 static REAL_SIGNAL: AtomicUsize = AtomicUsize::new(0);
 static REAL_BSD_SIGNAL: AtomicUsize = AtomicUsize::new(0);
 static REAL_SYSV_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_SYSV_SIGNAL_INTERNAL: AtomicUsize = AtomicUsize::new(0);
 static REAL_SIGSET: AtomicUsize = AtomicUsize::new(0);
 
 /// `sigset`'s disposition that blocks the signal instead of installing anything (glibc's
@@ -161,11 +163,12 @@ fn real_sigaction() -> Option<SigactionFn> {
 
 /// The functions that install a handler as `signal` does (a signal and a handler in, the
 /// previous disposition out), with where each one's real address is kept.
-fn signal_likes() -> [(&'static AtomicUsize, &'static std::ffi::CStr); 4] {
+fn signal_likes() -> [(&'static AtomicUsize, &'static std::ffi::CStr); 5] {
     [
         (&REAL_SIGNAL, c"signal"),
         (&REAL_BSD_SIGNAL, c"bsd_signal"),
         (&REAL_SYSV_SIGNAL, c"sysv_signal"),
+        (&REAL_SYSV_SIGNAL_INTERNAL, c"__sysv_signal"),
         (&REAL_SIGSET, c"sigset"),
     ]
 }
@@ -292,6 +295,18 @@ pub unsafe extern "C" fn sysv_signal(
 ) -> libc::sighandler_t {
     // SAFETY: the caller's arguments.
     unsafe { install_like(&REAL_SYSV_SIGNAL, c"sysv_signal", sig, handler) }
+}
+
+/// # Safety
+/// The caller's arguments of `sysv_signal(3)`: glibc's `signal.h` sends a program's `signal`
+/// here when it is built to a strict standard (`-std=c11`, no `_DEFAULT_SOURCE`).
+#[no_mangle]
+pub unsafe extern "C" fn __sysv_signal(
+    sig: c_int,
+    handler: libc::sighandler_t,
+) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments.
+    unsafe { install_like(&REAL_SYSV_SIGNAL_INTERNAL, c"__sysv_signal", sig, handler) }
 }
 
 /// # Safety
