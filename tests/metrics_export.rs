@@ -220,6 +220,10 @@ fn a_process_of_another_run_is_refused_and_nothing_of_the_export_is_written() {
     let (rc, err) = export(&db, &[&dir.join("z"), &dir.join("y")], &[]);
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("belongs to run_key 1"), "{err}");
+    // --replace never takes another run's process.
+    let (rc, err) = export(&db, &[&dir.join("z"), &dir.join("y")], &["--replace"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("holds other processes"), "{err}");
     let c = Connection::open(&db).unwrap();
     assert_eq!(count(&c, "runs"), 1, "runZ was not written either");
     // Two runs in one folder are two runs.
@@ -239,6 +243,33 @@ fn a_process_of_another_run_is_refused_and_nothing_of_the_export_is_written() {
         ids,
         vec![("runX".into(), 2), ("runA".into(), 2), ("runB".into(), 1)]
     );
+}
+
+#[test]
+fn a_run_exported_before_all_its_processes_started_is_replaced_only_when_asked() {
+    let dir = scratch("export-grown");
+    let db = dir.join("h.db");
+    let run = dir.join("run");
+    synth_run(&run, "runG", &[1]);
+    assert_eq!(export(&db, &[&run], &[]).0, 0);
+    // A second process of the same run started after that export.
+    synth_run(&run, "runG", &[2]);
+    let (rc, err) = export(&db, &[&run], &[]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("belongs to run_key 1") && err.contains("--replace"),
+        "{err}"
+    );
+    let c = Connection::open(&db).unwrap();
+    assert_eq!((count(&c, "runs"), count(&c, "processes")), (1, 1));
+    let (rc, err) = export(&db, &[&run], &["--replace"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("replaced run_key 1 by run_key 2"), "{err}");
+    assert_eq!((count(&c, "runs"), count(&c, "processes")), (1, 2));
+    // And exporting it again is idempotent.
+    let (rc, err) = export(&db, &[&run], &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("already stored as run_key 2"), "{err}");
 }
 
 #[test]

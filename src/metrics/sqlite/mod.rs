@@ -6,8 +6,9 @@
 //! of each. Appending a run whose identity is already in the database is idempotent when
 //! the content is the same (nothing is written, the run is named), refused when it differs
 //! (it was exported while still running) unless `replace`; a process that belongs to
-//! another stored run is refused. One transaction per export: all
-//! runs are added or none.
+//! another stored run is refused, unless that run has the same `run_id` (an export made
+//! before all of the run's processes had started) and `replace`, which replaces it. One
+//! transaction per export: all runs are added or none.
 
 pub mod schema;
 
@@ -313,10 +314,33 @@ pub fn append(
                 .optional()
                 .map_err(|e| e.to_string())?;
             if let Some(k) = other {
-                return Err(format!(
-                    "{} belongs to run_key {k} already, which holds other processes than {name}; nothing was written",
-                    j.path.display()
-                ));
+                // The same run exported before it had all its processes: replaceable.
+                let same_run = names_a_run(&run.run_id)
+                    && tx
+                        .query_row("SELECT run_id FROM runs WHERE run_key = ?1", [k], |r| {
+                            r.get::<_, String>(0)
+                        })
+                        .map_err(|e| e.to_string())?
+                        == run.run_id;
+                match (same_run, replace) {
+                    (true, true) => {
+                        tx.execute("DELETE FROM runs WHERE run_key = ?1", [k])
+                            .map_err(|e| e.to_string())?;
+                        old_key.get_or_insert(k);
+                    }
+                    (true, false) => {
+                        return Err(format!(
+                            "{} belongs to run_key {k} already, {name} as exported with other processes (before all of them had started?); nothing was written. Pass --replace to replace it",
+                            j.path.display()
+                        ))
+                    }
+                    (false, _) => {
+                        return Err(format!(
+                            "{} belongs to run_key {k} already, which holds other processes than {name}; nothing was written",
+                            j.path.display()
+                        ))
+                    }
+                }
             }
         }
         let host = super::system::hostname();
