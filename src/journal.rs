@@ -13,8 +13,11 @@
 //! whole (damage); format 1 (older journals) checks one per record.
 
 pub(crate) mod blocks;
+mod find;
 mod secrets;
+
 pub use blocks::BlockViews;
+pub use find::{find, find_all, once_per_process, process_identity, Found, HasWarnings};
 pub mod follow;
 mod follow_blocks;
 
@@ -433,41 +436,6 @@ impl Journal {
     }
 }
 
-/// The journal files of a run: `path` itself if it is not a folder, else every `*.vlj`
-/// entry under it (recursively, so journals copied from several hosts can sit in
-/// sub-folders; a folder reached twice through links is walked once). Entries that are not
-/// regular files are listed too: reading them says why they are refused.
-pub fn find(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
-    let meta = std::fs::metadata(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
-    if !meta.is_dir() {
-        return Ok(vec![path.to_path_buf()]);
-    }
-    use std::os::unix::fs::MetadataExt;
-    let mut seen = std::collections::BTreeSet::new();
-    seen.insert((meta.dev(), meta.ino()));
-    let mut out = Vec::new();
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|e| ReadError::Io(dir.clone(), e))?;
-        for entry in entries.flatten() {
-            let p = entry.path();
-            // Follows links (a linked folder of journals is read), never into a loop.
-            match std::fs::metadata(&p) {
-                Ok(m) if m.is_dir() => {
-                    let first_visit = seen.insert((m.dev(), m.ino()));
-                    if first_visit {
-                        stack.push(p);
-                    }
-                }
-                _ if p.extension().is_some_and(|x| x == "vlj") => out.push(p),
-                _ => {}
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// A run read under the one policy: the journals that could be read, and the files that
 /// could not (each a message naming the file and why).
 #[derive(Debug, Default)]
@@ -495,9 +463,12 @@ impl Loaded {
 /// Reads a run folder or one journal. An error only when nothing can be read at all (the
 /// path is missing, or holds no journal); unreadable files are listed in [`Loaded`].
 pub fn load(path: &Path) -> Result<Loaded, String> {
-    let files = find(path).map_err(|e| e.to_string())?;
-    let mut loaded = Loaded::default();
-    for f in files {
+    let found = find_all(path).map_err(|e| e.to_string())?;
+    let mut loaded = Loaded {
+        unreadable: found.unreadable,
+        ..Loaded::default()
+    };
+    for f in found.files {
         match read(&f) {
             Ok(j) => loaded.journals.push(j),
             Err(e) => loaded.unreadable.push(e.to_string()),
@@ -506,6 +477,9 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     if loaded.journals.is_empty() && loaded.unreadable.is_empty() {
         return Err(format!("no journals (*.vlj) found in {}", path.display()));
     }
+    loaded.journals = find::once_per_process(std::mem::take(&mut loaded.journals), |j| {
+        (&j.header, j.events.len())
+    });
     Ok(loaded)
 }
 

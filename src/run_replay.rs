@@ -412,13 +412,14 @@ pub fn replay_stream(
 /// The books of the run at `path` (a folder of journals, or one journal). An error only
 /// when nothing can be read at all.
 pub fn books(path: &Path, want: Want<'_>) -> Result<RunRead, String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
-    if files.is_empty() {
+    let found = journal::find_all(path).map_err(|e| e.to_string())?;
+    if found.files.is_empty() && found.unreadable.is_empty() {
         return Err(format!("no journals (*.vlj) found in {}", path.display()));
     }
     let mut out = RunRead::default();
-    let mut processes = Vec::new();
-    for f in files {
+    out.loaded.unreadable = found.unreadable;
+    let mut read = Vec::new();
+    for f in found.files {
         let s = match Stream::open(&f) {
             Ok(s) => s,
             Err(e) => {
@@ -434,11 +435,19 @@ pub fn books(path: &Path, want: Want<'_>) -> Result<RunRead, String> {
         {
             continue;
         }
-        if let Some(tl) = timeline {
-            out.timelines.insert(meta.path.display().to_string(), tl);
+        read.push(ReadOne {
+            meta,
+            books,
+            timeline,
+        });
+    }
+    let mut processes = Vec::new();
+    for r in journal::once_per_process(read, |r| (&r.meta.header, r.books.events)) {
+        if let Some(tl) = r.timeline {
+            out.timelines.insert(r.meta.path.display().to_string(), tl);
         }
-        processes.push(books);
-        out.loaded.journals.push(meta);
+        processes.push(r.books);
+        out.loaded.journals.push(r.meta);
     }
     let warnings = out
         .loaded
@@ -450,16 +459,36 @@ pub fn books(path: &Path, want: Want<'_>) -> Result<RunRead, String> {
     Ok(out)
 }
 
+/// One journal as [`books`] read it.
+struct ReadOne {
+    meta: Journal,
+    books: process::ProcessBooks,
+    timeline: Option<Vec<DeviceTimeline>>,
+}
+
+impl journal::HasWarnings for ReadOne {
+    fn path(&self) -> &Path {
+        &self.meta.path
+    }
+    fn warnings_mut(&mut self) -> &mut Vec<String> {
+        &mut self.meta.warnings
+    }
+}
+
 /// A snapshot of the run at `path`, all or nothing: an unreadable or corrupt journal is an
 /// error (a snapshot would miss allocations). With the snapshot (or why none can be taken
 /// at `at`), the journals' warnings.
 pub fn snapshot(path: &Path, at: &At, detail: Detail) -> Result<SnapshotRead, String> {
-    let files = journal::find(path).map_err(|e| e.to_string())?;
+    let found = journal::find_all(path).map_err(|e| e.to_string())?;
+    let refuse =
+        |why: String| format!("{why}; a snapshot would miss allocations, so none was written");
+    if let Some(why) = found.unreadable.first() {
+        return Err(refuse(why.clone()));
+    }
+    let files = found.files;
     if files.is_empty() {
         return Err(format!("no journals (*.vlj) found in {}", path.display()));
     }
-    let refuse =
-        |why: String| format!("{why}; a snapshot would miss allocations, so none was written");
     // Every file readable first (as the policy names the first unreadable one); with one
     // file, opening it below says the same.
     if files.len() > 1 {
@@ -468,16 +497,16 @@ pub fn snapshot(path: &Path, at: &At, detail: Detail) -> Result<SnapshotRead, St
         }
     }
     let mut taken = Vec::new();
-    let mut warnings = Vec::new();
     for f in &files {
         let s = Stream::open(f).map_err(|e| refuse(e.to_string()))?;
         let take = || {
             let ix = Index::scan(&s);
-            (!s.meta().corrupt).then(|| snapshot::take_one(&s, &ix, at, detail))
+            let one = (!s.meta().corrupt).then(|| snapshot::take_one(&s, &ix, at, detail));
+            (one, ix.records)
         };
-        let mut one = take();
+        let (mut one, mut records) = take();
         if s.reread() {
-            one = take();
+            (one, records) = take();
         }
         let meta = s.meta();
         let Some(one) = one else {
@@ -487,16 +516,40 @@ pub fn snapshot(path: &Path, at: &At, detail: Detail) -> Result<SnapshotRead, St
                 meta.path.display()
             )));
         };
-        warnings.extend(meta.warnings.iter().cloned());
-        taken.push(Taken {
-            warnings: meta.warnings.clone(),
-            ..one
+        taken.push(TakenOne {
+            header: meta.header.clone(),
+            records,
+            taken: Taken {
+                warnings: meta.warnings.clone(),
+                ..one
+            },
         });
     }
+    let taken: Vec<Taken> = journal::once_per_process(taken, |t| (&t.header, t.records))
+        .into_iter()
+        .map(|t| t.taken)
+        .collect();
+    let warnings = taken.iter().flat_map(|t| t.warnings.clone()).collect();
     Ok(SnapshotRead {
         snapshot: snapshot::collect(taken, at),
         warnings,
     })
+}
+
+/// One journal's snapshot, with what tells its process.
+struct TakenOne {
+    header: vramledger_format::Header,
+    records: usize,
+    taken: Taken,
+}
+
+impl journal::HasWarnings for TakenOne {
+    fn path(&self) -> &Path {
+        Path::new(&self.taken.journal)
+    }
+    fn warnings_mut(&mut self) -> &mut Vec<String> {
+        &mut self.taken.warnings
+    }
 }
 
 /// What [`snapshot`] read.

@@ -597,3 +597,108 @@ fn a_run_of_which_nothing_could_be_read_gets_no_report() {
         }
     }
 }
+
+/// The GPU processes a `report --json` of `run` lists (the helper process has no device).
+fn gpu_processes(run: &Path) -> (i32, usize, String) {
+    let (rc, out, err) = vl(&["report".as_ref(), "--json".as_ref(), run.as_os_str()]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    let n = r["processes"].as_array().map_or(0, |ps| {
+        ps.iter()
+            .filter(|p| p["devices"].as_array().is_some_and(|d| !d.is_empty()))
+            .count()
+    });
+    (rc, n, err)
+}
+
+#[test]
+fn a_process_whose_journal_is_reached_twice_is_read_once() {
+    // A `latest.vlj` link, a hard link and a copy in a backup folder: one process each, not
+    // two (every verb reads the run the same way).
+    let run = dir("twice");
+    for f in ["pid2046.vlj", "pid2090.vlj", "pid2091.vlj"] {
+        std::fs::copy(data().join(f), run.join(f)).unwrap();
+    }
+    let (rc, alone, err) = gpu_processes(&run);
+    assert_eq!((rc, alone), (0, 2), "{err}");
+    std::os::unix::fs::symlink("pid2090.vlj", run.join("latest.vlj")).unwrap();
+    std::fs::hard_link(run.join("pid2090.vlj"), run.join("hard.vlj")).unwrap();
+    std::fs::create_dir(run.join("backup")).unwrap();
+    std::fs::copy(run.join("pid2091.vlj"), run.join("backup/pid2091.vlj")).unwrap();
+    let (rc, n, err) = gpu_processes(&run);
+    assert_eq!((rc, n), (0, alone), "{err}");
+    // The copy is named (links reach the same file: nothing to say), the original is read.
+    assert!(
+        err.contains("backup/pid2091.vlj")
+            && err.contains("journals of one process")
+            && err.contains(&format!(
+                "read once, from {}",
+                run.join("pid2091.vlj").display()
+            )),
+        "{err}"
+    );
+    assert!(
+        !err.contains("latest.vlj") && !err.contains("hard.vlj"),
+        "{err}"
+    );
+    // Nothing moved against the run itself.
+    let (rc, out, err) = vl(&[
+        "check".as_ref(),
+        "--baseline".as_ref(),
+        data().as_os_str(),
+        run.as_os_str(),
+    ]);
+    assert_eq!(rc, 0, "{out}{err}");
+    let (rc, out, _) = vl(&[
+        "snapshot".as_ref(),
+        run.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "-o".as_ref(),
+        "-".as_ref(),
+    ]);
+    assert_eq!(rc, 0);
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["processes"].as_array().map(Vec::len), Some(3), "{out}");
+}
+
+#[test]
+fn a_folder_that_cannot_be_looked_into_is_named_and_the_rest_is_read() {
+    // A path longer than the system takes (as root, a folder without permission is still
+    // readable): the journal down there is named, the one at the top is still reported.
+    let run = dir("deep");
+    std::fs::copy(data().join("pid2090.vlj"), run.join("top.vlj")).unwrap();
+    // Made by relative steps (a shell's `cd` keeps the whole path, which the system refuses).
+    let made = Command::new("python3")
+        .arg("-c")
+        .arg("import os, shutil, sys\nos.chdir(sys.argv[1])\nfor _ in range(1100):\n    os.mkdir('dddd'); os.chdir('dddd')\nshutil.copy(sys.argv[2], 'deep.vlj')")
+        .arg(&run)
+        .arg(data().join("pid2091.vlj"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (rc, n, err) = gpu_processes(&run);
+    assert_eq!((rc, n), (2, 1), "{err}");
+    assert!(err.contains("File name too long"), "{err}");
+    // Alone, it is named too: never "no journals found".
+    std::fs::remove_file(run.join("top.vlj")).unwrap();
+    let (rc, _, err) = vl(&["report".as_ref(), run.as_os_str()]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("File name too long") && !err.contains("no journals"),
+        "{err}"
+    );
+    refused(
+        &[
+            "snapshot".as_ref(),
+            run.as_os_str(),
+            "-o".as_ref(),
+            "-".as_ref(),
+        ],
+        "File name too long",
+    );
+    let _ = Command::new("python3")
+        .arg("-c")
+        .arg("import shutil, sys\nshutil.rmtree(sys.argv[1])")
+        .arg(&run)
+        .status();
+}
