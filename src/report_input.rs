@@ -270,9 +270,18 @@ pub const MAX_ENTRIES: usize = 1 << 16;
 /// list is absurdly long, before anything is computed from it: a figure out of range is an
 /// error naming it, never a silent 0 or a wrapped sum.
 pub fn check_report_json(v: &Value) -> Result<(), String> {
-    fn num(v: &Value, key: &str, what: &str, lo: i128, hi: i128) -> Result<(), String> {
+    /// A figure: absent, or (where `nullable`: a report writes null for what it does not
+    /// know) null, or a whole number in `[lo, hi]`.
+    fn figure(
+        v: &Value,
+        key: &str,
+        what: &str,
+        (lo, hi): (i128, i128),
+        nullable: bool,
+    ) -> Result<(), String> {
         match v.get(key) {
-            None | Some(Value::Null) => Ok(()),
+            None => Ok(()),
+            Some(Value::Null) if nullable => Ok(()),
             Some(x) => {
                 let n = x.as_i64().map(i128::from).or(x.as_u64().map(i128::from));
                 match n {
@@ -284,33 +293,52 @@ pub fn check_report_json(v: &Value) -> Result<(), String> {
             }
         }
     }
+    fn num(v: &Value, key: &str, what: &str, lo: i128, hi: i128) -> Result<(), String> {
+        figure(v, key, what, (lo, hi), true)
+    }
     fn list<'a>(v: &'a Value, key: &str, what: &str, max: usize) -> Result<&'a [Value], String> {
-        match v.get(key).and_then(Value::as_array) {
-            Some(a) if a.len() > max => Err(format!(
+        match v.get(key) {
+            None => Ok(&[]),
+            Some(Value::Array(a)) if a.len() > max => Err(format!(
                 "{what}: \"{key}\" lists {} entries, more than the {max} a report may have",
                 a.len()
             )),
-            Some(a) => Ok(a),
-            None => Ok(&[]),
+            Some(Value::Array(a)) => Ok(a),
+            Some(x) => Err(format!("{what}: \"{key}\" is {}, not a list", kind(x))),
         }
     }
-    let bytes = |v: &Value, key: &str, what: &str| {
-        let m = MAX_FIGURE_BYTES as i128;
-        num(v, key, what, -m, m)
-    };
+    /// The object at `key`, when there is one (anything else there is an error).
+    fn object<'a>(v: &'a Value, key: &str, what: &str) -> Result<Option<&'a Value>, String> {
+        match v.get(key) {
+            None => Ok(None),
+            Some(o @ Value::Object(_)) => Ok(Some(o)),
+            Some(x) => Err(format!("{what}: \"{key}\" is {}, not an object", kind(x))),
+        }
+    }
+    fn kind(x: &Value) -> &'static str {
+        match x {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "a list",
+            Value::Object(_) => "an object",
+        }
+    }
+    let range = (-(MAX_FIGURE_BYTES as i128), MAX_FIGURE_BYTES as i128);
+    let bytes = |v: &Value, key: &str, what: &str| figure(v, key, what, range, false);
     // Free memory and peaks (they start at 0 and only rise) are never below 0 in a report;
     // net bytes of a stage, and live bytes, are sums of signed moves.
-    let unsigned =
-        |v: &Value, key: &str, what: &str| num(v, key, what, 0, MAX_FIGURE_BYTES as i128);
-    let by_owner = |v: Option<&Value>, what: &str| -> Result<(), String> {
-        match v.filter(|m| m.is_object()) {
-            Some(m) => m
-                .as_object()
-                .into_iter()
-                .flat_map(|o| o.keys())
-                .try_for_each(|k| bytes(m, k, what)),
-            None => Ok(()),
-        }
+    let unsigned = |v: &Value, key: &str, what: &str| {
+        figure(v, key, what, (0, MAX_FIGURE_BYTES as i128), false)
+    };
+    let free = |v: &Value, key: &str, what: &str| num(v, key, what, 0, MAX_FIGURE_BYTES as i128);
+    // Bytes per owner: every value a figure (never null: each owner's bytes are known).
+    let by_owner = |m: Option<&Value>, what: &str| -> Result<(), String> {
+        m.and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|o| o.keys())
+            .try_for_each(|k| bytes(m.unwrap_or(&Value::Null), k, what))
     };
     for (i, p) in list(v, "processes", "the report", MAX_PROCESSES)?
         .iter()
@@ -326,25 +354,35 @@ pub fn check_report_json(v: &Value) -> Result<(), String> {
                 let sw = format!("{what} stage #{}", k + 1);
                 num(s, "start_t_ns", &sw, 0, MAX_T_NS as i128)?;
                 num(s, "end_t_ns", &sw, 0, MAX_T_NS as i128)?;
+                free(s, "start_free_bytes", &sw)?;
+                free(s, "end_free_bytes", &sw)?;
                 bytes(s, "device_delta_bytes", &sw)?;
-                by_owner(s.get("by_owner"), &sw)?;
+                by_owner(object(s, "by_owner", &sw)?, &sw)?;
             }
             for m in list(d, "modules", &what, MAX_ENTRIES)? {
                 bytes(m, "live_bytes", &what)?;
                 unsigned(m, "peak_bytes", &what)?;
             }
-            by_owner(d.pointer("/live_at_end/by_owner"), &what)?;
-            if let Some(t) = d.pointer("/peak/total") {
-                unsigned(t, "bytes", &what)?;
+            if let Some(live) = object(d, "live_at_end", &what)? {
+                by_owner(object(live, "by_owner", &what)?, &what)?;
             }
-            if let Some(m) = d.pointer("/peak/by_owner").and_then(Value::as_object) {
-                for p in m.values() {
-                    unsigned(p, "bytes", &what)?;
+            if let Some(peak) = object(d, "peak", &what)? {
+                if let Some(t) = object(peak, "total", &format!("{what} peak"))? {
+                    unsigned(t, "bytes", &what)?;
+                }
+                if let Some(m) = object(peak, "by_owner", &format!("{what} peak"))? {
+                    for (owner, p) in m.as_object().into_iter().flatten() {
+                        let ow = format!("{what} peak of {owner}");
+                        match p {
+                            Value::Object(_) => unsigned(p, "bytes", &ow)?,
+                            x => return Err(format!("{ow}: it is {}, not an object", kind(x))),
+                        }
+                    }
                 }
             }
-            if let Some(r) = d.get("reconciliation") {
-                unsigned(r, "start_free_bytes", &what)?;
-                unsigned(r, "end_free_bytes", &what)?;
+            if let Some(r) = object(d, "reconciliation", &what)? {
+                free(r, "start_free_bytes", &what)?;
+                free(r, "end_free_bytes", &what)?;
             }
         }
     }

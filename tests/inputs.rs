@@ -327,6 +327,61 @@ fn reports_with_figures_out_of_range_are_refused() {
 }
 
 #[test]
+fn reports_with_figures_of_the_wrong_shape_are_refused_never_read_as_zero() {
+    // Each of these read as 0 before: "live at end 3.3 GiB -> 0 B", and `check` said ok.
+    let d = dir("report-shapes");
+    let (rc, report, err) = vl(&["report", "--json", &p(&data())]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let dev = "/processes/1/devices/0";
+    for (at, value, named) in [
+        ("/live_at_end", serde_json::json!(7), "live_at_end"),
+        (
+            "/live_at_end/by_owner",
+            serde_json::json!([1, 2]),
+            "by_owner",
+        ),
+        ("/peak/total", serde_json::json!(123), "total"),
+        ("/peak/by_owner", serde_json::json!("torch"), "by_owner"),
+        ("/peak/by_owner/torch", serde_json::json!(5), "torch"),
+        ("/stages/0/by_owner", serde_json::json!([1, 2]), "by_owner"),
+        ("/stages/0/by_owner/torch", serde_json::Value::Null, "torch"),
+        (
+            "/live_at_end/by_owner/torch",
+            serde_json::Value::Null,
+            "torch",
+        ),
+        ("/peak/total/bytes", serde_json::Value::Null, "bytes"),
+        ("/stages", serde_json::json!({}), "stages"),
+        ("/reconciliation", serde_json::json!(true), "reconciliation"),
+    ] {
+        let mut bad = v.clone();
+        *bad.pointer_mut(&format!("{dev}{at}"))
+            .unwrap_or_else(|| panic!("{at} in the report")) = value;
+        let f = d.join("bad.json");
+        std::fs::write(&f, serde_json::to_string(&bad).unwrap()).unwrap();
+        refused(&["diff", &p(&f), &p(&data())], named);
+        refused(&["check", "--baseline", &p(&f), &p(&data())], named);
+    }
+    let mut bad = v.clone();
+    bad["processes"] = serde_json::json!({});
+    let f = d.join("bad.json");
+    std::fs::write(&f, serde_json::to_string(&bad).unwrap()).unwrap();
+    refused(&["diff", &p(&f), &p(&data())], "processes");
+    // What a report writes null for when it is not known stays accepted.
+    let mut unknown = v.clone();
+    unknown
+        .pointer_mut(&format!("{dev}/reconciliation"))
+        .unwrap()["start_free_bytes"] = serde_json::Value::Null;
+    unknown.pointer_mut(&format!("{dev}/stages/0")).unwrap()["end_free_bytes"] =
+        serde_json::Value::Null;
+    let f = d.join("unknown.json");
+    std::fs::write(&f, serde_json::to_string(&unknown).unwrap()).unwrap();
+    let (rc, _, err) = vl(&["diff", &p(&f), &p(&data())]);
+    assert_eq!(rc, 0, "{err}");
+}
+
+#[test]
 fn size_numbers_out_of_range_are_refused() {
     let d = dir("size");
     let dat = p(&data());
