@@ -478,14 +478,18 @@ fn the_library_exports_only_its_hooks_and_public_api() {
         .filter(|n| n.starts_with("cu") || n.starts_with("nccl"))
         .map(str::to_string)
         .collect();
-    // dlsym, the tap's write/writev and stdio output functions, sigaction and signal (the
-    // tap's signal-handler guard), and the public API.
+    // dlsym, the tap's write/writev and stdio output functions, sigaction, signal and the
+    // older calls that install handlers (the tap's signal-handler guard), and the public API.
     for extra in [
         "dlsym",
         "write",
         "writev",
         "sigaction",
         "signal",
+        "bsd_signal",
+        "sysv_signal",
+        "__sysv_signal",
+        "sigset",
         "vramledger_stage",
         "vramledger_sample",
         "printf",

@@ -112,6 +112,10 @@ pub(crate) struct Decoder {
     pub header_seen: bool,
     /// Compact records whose template was never defined (lost in flight with it).
     pub orphans: usize,
+    /// The file offset where the last block walked ends, when the file ends inside it and it
+    /// has no seal (no writer's shape but an unsealable exit: [`cut_short`]), until a record
+    /// lost in flight explains it.
+    open_end: Option<usize>,
 }
 
 impl Decoder {
@@ -138,6 +142,13 @@ impl Decoder {
             Item::Compact { at, fields } => {
                 return self.compact_to(j, at, fields.template, fields.t_rel, || fields, base, sink)
             }
+            Item::Seal { .. } => return ControlFlow::Continue(()),
+            // Each of these says why the block ends where it does.
+            Item::Lost { .. } | Item::LostRest { .. } | Item::Damaged { .. } | Item::Cut { .. } => {
+                self.open_end = None
+            }
+        }
+        match item {
             Item::Lost { at, .. } => j.warnings.push(format!(
                 "{}: a record in flight when the process stopped was lost at offset {}",
                 j.path.display(),
@@ -160,7 +171,7 @@ impl Decoder {
                 j.corrupt = true;
                 j.warnings.push(super::cut_off(&j.path, base + at));
             }
-            Item::Seal { .. } => {}
+            _ => {}
         }
         ControlFlow::Continue(())
     }
@@ -301,6 +312,11 @@ impl Decoder {
 
     /// What a block's state says, for humans.
     pub fn block(&mut self, j: &mut Journal, b: &BlockView, base: usize) {
+        // A writer grows its file by whole blocks and seals the last one before it cuts the
+        // file at exit: an unsealed block the file ends inside was cut short by something else
+        // (or its writer could not seal it, which `cut_short` says too).
+        let short = b.data.end < b.start + vramledger_format::block::BLOCK;
+        self.open_end = (b.state == BlockState::Open && short).then_some(base + b.data.end);
         if b.state == BlockState::Corrupt {
             j.corrupt = true;
             j.warnings.push(format!(
@@ -370,6 +386,9 @@ pub(crate) fn parse<F: Each + ?Sized>(
     }
     if kept.is_none() && whole {
         let _ = views.0.set(seen);
+    }
+    if whole {
+        cut_short(&d, j);
     }
     no_header(&d, path, j);
 }
@@ -447,6 +466,9 @@ impl<'e, F: Each + ?Sized> PartWalk<'e, F> {
 
     /// After the last part walked.
     pub fn finish(self, path: &Path, j: &mut Journal) {
+        if !self.broke {
+            cut_short(&self.d, j);
+        }
         no_header(&self.d, path, j);
     }
 }
@@ -466,6 +488,19 @@ pub(crate) fn after_final_seal(j: &mut Journal, at: usize) {
         "{}: bytes follow the journal's final seal at offset {at} (the file was appended to, or joined with another); they were not read",
         j.path.display()
     ));
+}
+
+/// After a whole walk: a file that ends inside an unsealed block, at a record's end (no
+/// record lost in flight there), was most likely cut short (an interrupted copy) and may miss
+/// what followed. Said, not counted as damage: a writer that could not seal its last block at
+/// exit leaves the same shape with nothing missing.
+fn cut_short(d: &Decoder, j: &mut Journal) {
+    if let Some(end) = d.open_end {
+        j.warnings.push(format!(
+            "{}: the journal ends at offset {end} inside a block without its seal: the file was probably cut short (an interrupted copy?), and records after that point are not in it",
+            j.path.display()
+        ));
+    }
 }
 
 fn no_header(d: &Decoder, path: &Path, j: &mut Journal) {

@@ -394,3 +394,66 @@ fn recorded_journals_rewritten_in_format_2_read_the_same_in_a_third_of_the_bytes
         after as f64 / events as f64
     );
 }
+
+#[test]
+fn format_2_cut_short_at_a_record_end_is_said_and_a_killed_or_live_tail_is_not() {
+    use vramledger_format::block::BLOCK;
+    use vramledger_format::memwriter::MemJournal;
+    let mut h = Header::default();
+    h.push("pid", "7");
+    let mut w = MemJournal::new(&h);
+    for i in 0..4000u64 {
+        w.event(&Event {
+            kind: Kind::Alloc as u16,
+            addr: 0x1000 + i,
+            size: 4096,
+            ..Event::default()
+        });
+    }
+    let open = w.finish(false); // no final seal: 4000 records of 24 bytes, past one block
+    assert!(open.len() > BLOCK && open.len() % BLOCK != 0);
+    // Cut at a record's end inside the unsealed block (an interrupted copy): said, at its
+    // offset, and not counted as damage.
+    let end = open.len() - 24 * 100;
+    let j = parse(Path::new("c.vlj"), &open[..end]).unwrap();
+    assert_eq!(j.events.len(), 3900);
+    assert!(!j.corrupt);
+    let said = format!("ends at offset {end} inside a block without its seal");
+    assert!(
+        j.warnings.len() == 1 && j.warnings[0].contains(&said),
+        "{:?}",
+        j.warnings
+    );
+    // The writer's own shapes say nothing: killed (the chunk's zero tail), or still running.
+    let mut killed = open.clone();
+    killed.resize(4 << 20, 0);
+    let j = parse(Path::new("k.vlj"), &killed).unwrap();
+    assert!(!j.corrupt && j.warnings.is_empty(), "{:?}", j.warnings);
+    // A record in flight at exit, the file cut after it: that says why, alone.
+    let mut w = MemJournal::new(&h);
+    w.event(&Event {
+        kind: Kind::Alloc as u16,
+        addr: 0x1000,
+        size: 4096,
+        ..Event::default()
+    });
+    w.hole(24);
+    let j = parse(Path::new("f.vlj"), &w.finish(false)).unwrap();
+    assert!(
+        j.warnings.len() == 1 && j.warnings[0].contains("in flight"),
+        "{:?}",
+        j.warnings
+    );
+    // And the streamed reader says the same as the whole-file one.
+    let dir = std::env::temp_dir().join(format!("vl-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("c.vlj");
+    std::fs::write(&f, &open[..end]).unwrap();
+    let s = crate::run_replay::Stream::open(&f).unwrap();
+    assert!(
+        s.meta().warnings.iter().any(|w| w.contains(&said)),
+        "{:?}",
+        s.meta().warnings
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
