@@ -411,7 +411,7 @@ fn format_2_cut_short_at_a_record_end_is_said_and_a_killed_or_live_tail_is_not()
         });
     }
     let open = w.finish(false); // no final seal: 4000 records of 24 bytes, past one block
-    assert!(open.len() > BLOCK && open.len() % BLOCK != 0);
+    assert!(open.len() > BLOCK && !open.len().is_multiple_of(BLOCK));
     // Cut at a record's end inside the unsealed block (an interrupted copy): said, at its
     // offset, and not counted as damage.
     let end = open.len() - 24 * 100;
