@@ -10,13 +10,17 @@ use vramledger_engines::redact;
 use vramledger_format::{Event, Header, Kind};
 
 /// `h` with its secrets replaced: the command line as the shim redacts it, an `env.` value
-/// whose name looks secret, and secret shapes in any value.
+/// (or any other value) whose name looks secret, and secret shapes in any value.
 pub(crate) fn header(mut h: Header) -> Header {
     for (k, v) in &mut h.pairs {
         let clean = if k == "cmdline" {
             Cow::Owned(redact::cmdline(v))
         } else if let Some(name) = k.strip_prefix("env.") {
             redact::env_value_kept(name, v)
+        } else if redact::is_secret_name(k) && !v.is_empty() {
+            // No key the shim writes looks secret: another writer's `password` is named, not
+            // shown.
+            Cow::Borrowed(redact::REDACTED)
         } else {
             redact::shapes(v)
         };

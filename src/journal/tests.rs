@@ -128,6 +128,7 @@ fn secrets_a_journal_holds_are_redacted_as_it_is_read() {
     h.push("env.NCCL_PASSWORD", "hunter2");
     h.push("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True");
     h.push("exe", "/opt/ghp_abcdefghijklmnopqrstuvwxyz0123/python");
+    h.push("custom.password", "SECRETSHORT8");
     let mut b = preamble().to_vec();
     b.extend(frame(Kind::Header as u16, &h.encode()));
     let text = |kind: Kind, t: &str| {
@@ -150,7 +151,13 @@ fn secrets_a_journal_holds_are_redacted_as_it_is_read() {
     let j = parse(Path::new("j.vlj"), &b).unwrap();
     let all = format!("{:?} {:?}", j.header, j.events);
     for secret in [
-        "sk-abc", "hf_abc", "hunter2", "hunter3", "s3cret", "ghp_abc",
+        "sk-abc",
+        "hf_abc",
+        "hunter2",
+        "hunter3",
+        "s3cret",
+        "ghp_abc",
+        "SECRETSHORT8",
     ] {
         assert!(!all.contains(secret), "{secret} in {all}");
     }
@@ -159,6 +166,8 @@ fn secrets_a_journal_holds_are_redacted_as_it_is_read() {
         Some("python\0-m\0vllm\0--api-key\0<redacted>\0--port\08000")
     );
     assert_eq!(j.header.get("env.NCCL_PASSWORD"), Some("<redacted>"));
+    assert_eq!(j.header.get("custom.password"), Some("<redacted>"));
+    assert_eq!(j.header.get("pid"), Some("7"));
     assert_eq!(
         j.header.get("env.PYTORCH_CUDA_ALLOC_CONF"),
         Some("expandable_segments:True")
