@@ -227,6 +227,7 @@ fn linked_sidecar(path: &Path) -> Option<std::path::PathBuf> {
 pub fn open(path: &Path) -> Result<Connection, String> {
     let p = path.display();
     let link = std::fs::symlink_metadata(path);
+    let mut made_here = false;
     let fresh = match &link {
         Ok(m) if m.file_type().is_symlink() => {
             return Err(format!(
@@ -244,6 +245,7 @@ pub fn open(path: &Path) -> Result<Connection, String> {
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(path)
                 .map_err(|e| format!("cannot create {p}: {e}"))?;
+            made_here = true;
             true
         }
         Err(e) => return Err(format!("cannot read {p}: {e}")),
@@ -260,7 +262,14 @@ pub fn open(path: &Path) -> Result<Connection, String> {
         .and_then(|_| c.execute_batch("PRAGMA foreign_keys = ON;"))
         .map_err(|e| format!("{p}: {e}"))?;
     if fresh {
-        create(&c).map_err(|e| format!("cannot create the schema in {p}: {e}"))?;
+        if let Err(e) = create(&c) {
+            drop(c);
+            if made_here {
+                // Nothing of it is usable: leave no empty database behind.
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(format!("cannot create the schema in {p}: {e}"));
+        }
         return Ok(c);
     }
     let not_ours = || {
