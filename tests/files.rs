@@ -282,6 +282,9 @@ fn a_stdout_open_only_for_reading_is_an_error_not_silence() {
         s(&["metrics", &dat]),
         s(&["lib-path"]),
         s(&["snapshot", &dat, "-o", "-"]),
+        s(&["--help"]),
+        s(&["--version"]),
+        s(&["report", "--help"]),
     ] {
         for redirect in ["1</dev/null".to_string(), format!("1<'{}'", held.display())] {
             let (rc, err) = with_stdout(&args, &redirect);
@@ -292,6 +295,12 @@ fn a_stdout_open_only_for_reading_is_an_error_not_silence() {
             );
             assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         }
+    }
+    // Help and version went unwritten with exit 0 on a full disk.
+    for args in [s(&["--help"]), s(&["--version"]), s(&["report", &dat])] {
+        let (rc, err) = with_stdout(&args, ">/dev/full");
+        assert_eq!(rc, 2, "{args:?}: {err}");
+        assert!(err.contains("cannot write output"), "{args:?}: {err}");
     }
     // A verb that writes a file needs no stdout.
     let out = d.join("snap.json").display().to_string();

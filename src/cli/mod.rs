@@ -66,14 +66,12 @@ pub fn main() -> i32 {
     crate::fsout::note_stdout();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
+        Err(e) if e.use_stderr() => {
             let _ = e.print();
-            return if e.use_stderr() {
-                exit::BAD_INPUT
-            } else {
-                exit::OK
-            };
+            return exit::BAD_INPUT;
         }
+        // --help and --version: the answer on stdout, whose write errors count as a verb's.
+        Err(e) => return say::emit(&e.render().to_string()),
     };
     match cli.command {
         Command::Run(args) => run::main(args),
