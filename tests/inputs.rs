@@ -757,3 +757,25 @@ fn a_folder_that_cannot_be_looked_into_is_named_and_the_rest_is_read() {
         .arg(&run)
         .status();
 }
+
+#[test]
+fn a_journal_that_warns_at_every_record_says_twenty_then_how_many_more() {
+    // Forty records damaged apart (bytes that are no journal, appended to one, do the same at
+    // every record): twenty warnings, then how many more, not one line each.
+    let d = dir("flood");
+    let mut bytes = std::fs::read(data().join("../h200-vllm-explore/pid1008.vlj")).unwrap();
+    for k in 0..40 {
+        bytes[20_000 + k * 15_000] ^= 0x55;
+    }
+    let f = d.join("flipped.vlj");
+    std::fs::write(&f, &bytes).unwrap();
+    let (rc, _, err) = vl(&["report", &p(&f)]);
+    assert_eq!(rc, 2, "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(warnings.len(), 21, "{err}");
+    assert!(
+        warnings[20].ends_with("more warnings like the ones above were left out")
+            && warnings[20].contains("flipped.vlj: "),
+        "{err}"
+    );
+}

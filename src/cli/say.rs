@@ -20,10 +20,38 @@ pub fn fail(msg: impl std::fmt::Display) -> i32 {
     exit::BAD_INPUT
 }
 
-/// Says each warning on stderr.
+/// Warnings said for one journal (or other source) at the most: the rest are counted.
+const WARNINGS_PER_SOURCE: usize = 20;
+
+/// Says each warning on stderr: at most [`WARNINGS_PER_SOURCE`] of each source (the text
+/// before a warning's first `": "`, a journal's path), then how many more it had (bytes that
+/// are no journal, appended to one, can make a warning of every record).
 pub fn warnings<'w>(warnings: impl IntoIterator<Item = &'w String>) {
+    let mut said: HashMap<&str, usize> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
     for w in warnings {
-        line(format_args!("warning: {w}"));
+        let source = w.split_once(": ").map_or("", |(s, _)| s);
+        let n = said.entry(source).or_insert_with(|| {
+            order.push(source);
+            0
+        });
+        *n += 1;
+        if *n <= WARNINGS_PER_SOURCE {
+            line(format_args!("warning: {w}"));
+        }
+    }
+    for source in order {
+        let left = said[source].saturating_sub(WARNINGS_PER_SOURCE);
+        if left > 0 {
+            let of = if source.is_empty() {
+                String::new()
+            } else {
+                format!("{source}: ")
+            };
+            line(format_args!(
+                "warning: {of}{left} more warnings like the ones above were left out"
+            ));
+        }
     }
 }
 
