@@ -312,7 +312,15 @@ pub fn parse_each_in<F: Each + ?Sized>(
                     }
                 }
                 let Some(next) = next else {
-                    if err != FrameError::Empty && err != FrameError::Truncated {
+                    let rest = bytes.get(at..).unwrap_or_default();
+                    if err == FrameError::Empty && rest.iter().any(|&b| b != 0) {
+                        // Written but for its head word (stored last), and nothing after it:
+                        // the last record was in flight, as one before others would be.
+                        j.warnings.push(format!(
+                            "{}: a record in flight when the process stopped was lost at offset {at}",
+                            path.display()
+                        ));
+                    } else if err != FrameError::Empty && err != FrameError::Truncated {
                         j.warnings.push(format!(
                             "{}: a corrupt record at offset {at} ends the readable part",
                             path.display()

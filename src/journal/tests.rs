@@ -39,6 +39,25 @@ fn zero_tail_is_not_a_warning_but_a_lost_record_is() {
         vec![0x1000, 0x2000]
     );
     assert_eq!(j.warnings.len(), 1, "{:?}", j.warnings);
+
+    // The last record written but for its head word (stored last), then the zero tail: lost
+    // in flight as well (it disappeared without a word), and not damage.
+    let mut b = journal_bytes();
+    let last = b.len();
+    b.extend(alloc(0x2000));
+    b[last..last + 4].fill(0);
+    b.extend(vec![0u8; 4096]);
+    let j = parse(Path::new("j.vlj"), &b).unwrap();
+    assert_eq!(j.events.len(), 1);
+    assert!(!j.corrupt);
+    assert!(
+        j.warnings.len() == 1
+            && j.warnings[0].contains(&format!(
+                "in flight when the process stopped was lost at offset {last}"
+            )),
+        "{:?}",
+        j.warnings
+    );
 }
 
 #[test]
