@@ -17,7 +17,7 @@ mod find;
 mod secrets;
 
 pub use blocks::BlockViews;
-pub use find::{find, find_all, once_per_process, process_identity, Found, HasWarnings};
+pub use find::{find, find_all, once_per_process, Found, HasWarnings};
 pub mod follow;
 mod follow_blocks;
 

@@ -335,10 +335,11 @@ pub fn check_report_json(v: &Value) -> Result<(), String> {
     let free = |v: &Value, key: &str, what: &str| num(v, key, what, 0, MAX_FIGURE_BYTES as i128);
     // Bytes per owner: every value a figure (never null: each owner's bytes are known).
     let by_owner = |m: Option<&Value>, what: &str| -> Result<(), String> {
-        m.and_then(Value::as_object)
+        let Some(m) = m else { return Ok(()) };
+        m.as_object()
             .into_iter()
             .flat_map(|o| o.keys())
-            .try_for_each(|k| bytes(m.unwrap_or(&Value::Null), k, what))
+            .try_for_each(|k| bytes(m, k, what))
     };
     for (i, p) in list(v, "processes", "the report", MAX_PROCESSES)?
         .iter()
@@ -367,15 +368,14 @@ pub fn check_report_json(v: &Value) -> Result<(), String> {
                 by_owner(object(live, "by_owner", &what)?, &what)?;
             }
             if let Some(peak) = object(d, "peak", &what)? {
-                if let Some(t) = object(peak, "total", &format!("{what} peak"))? {
+                let pw = format!("{what} peak");
+                if let Some(t) = object(peak, "total", &pw)? {
                     unsigned(t, "bytes", &what)?;
                 }
-                if let Some(m) = object(peak, "by_owner", &format!("{what} peak"))? {
-                    for (owner, p) in m.as_object().into_iter().flatten() {
-                        let ow = format!("{what} peak of {owner}");
-                        match p {
-                            Value::Object(_) => unsigned(p, "bytes", &ow)?,
-                            x => return Err(format!("{ow}: it is {}, not an object", kind(x))),
+                if let Some(m) = object(peak, "by_owner", &pw)? {
+                    for owner in m.as_object().into_iter().flat_map(|o| o.keys()) {
+                        if let Some(p) = object(m, owner, &pw)? {
+                            unsigned(p, "bytes", &format!("{pw} of {owner}"))?;
                         }
                     }
                 }

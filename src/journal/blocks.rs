@@ -143,11 +143,10 @@ impl Decoder {
                 return self.compact_to(j, at, fields.template, fields.t_rel, || fields, base, sink)
             }
             Item::Seal { .. } => return ControlFlow::Continue(()),
-            // Each of these says why the block ends where it does.
-            Item::Lost { .. } | Item::LostRest { .. } | Item::Damaged { .. } | Item::Cut { .. } => {
-                self.open_end = None
-            }
+            _ => {}
         }
+        // Each of the rest says why the block ends where it does.
+        self.open_end = None;
         match item {
             Item::Lost { at, .. } => j.warnings.push(format!(
                 "{}: a record in flight when the process stopped was lost at offset {}",

@@ -8,6 +8,7 @@
 //! skipped in silence. A process whose journal is there twice (a copy in a backup folder) is
 //! read once: [`once_per_process`].
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -91,104 +92,83 @@ pub fn find_all(path: &Path) -> Result<Found, ReadError> {
 /// link (else the first).
 fn once_per_file(mut files: Vec<PathBuf>) -> Vec<PathBuf> {
     files.sort();
+    let is_link = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|l| l.file_type().is_symlink());
     let mut by_file: BTreeMap<(u64, u64), usize> = BTreeMap::new();
-    let mut keep: Vec<Option<PathBuf>> = Vec::with_capacity(files.len());
+    let mut keep: Vec<PathBuf> = Vec::with_capacity(files.len());
     for p in files {
+        // A path that cannot be looked at is kept: reading it says why.
         let Ok(m) = std::fs::metadata(&p) else {
-            keep.push(Some(p)); // reading it says why it cannot be read
+            keep.push(p);
             continue;
         };
-        let is_link = || std::fs::symlink_metadata(&p).is_ok_and(|l| l.file_type().is_symlink());
         match by_file.get(&(m.dev(), m.ino())) {
             None => {
                 by_file.insert((m.dev(), m.ino()), keep.len());
-                keep.push(Some(p));
+                keep.push(p);
             }
-            Some(&i) => {
-                let first_is_link = keep[i].as_ref().is_some_and(|f| {
-                    std::fs::symlink_metadata(f).is_ok_and(|l| l.file_type().is_symlink())
-                });
-                if first_is_link && !is_link() {
-                    keep[i] = Some(p);
-                }
-            }
+            Some(&i) if is_link(&keep[i]) && !is_link(&p) => keep[i] = p,
+            Some(_) => {}
         }
     }
-    keep.into_iter().flatten().collect()
+    keep
 }
 
 /// Which process a journal's header says wrote it: host, pid and the time its journal was
 /// opened; `None` when the header does not say all three (a damaged or foreign header).
-pub fn process_identity(h: &Header) -> Option<(String, String, String)> {
+fn process_identity(h: &Header) -> Option<(String, String, String)> {
     let get = |k: &str| h.get(k).filter(|v| !v.is_empty()).map(str::to_string);
     Some((get("host")?, get("pid")?, get("start_unix_ns")?))
 }
 
 /// `journals` with each process once: of several journals of one process (a copy beside the
-/// original), the one with the most records (of those, the one nearest the top of the folder,
-/// then the first), with a warning that names the others. `of` gives a journal's header and record count.
+/// original), the one with the most records (of those, the one nearest the top of the
+/// folder, then the first), with a warning that names the others. `of` gives a journal's
+/// header and record count.
 pub fn once_per_process<T>(journals: Vec<T>, of: impl Fn(&T) -> (&Header, usize)) -> Vec<T>
 where
     T: HasWarnings,
 {
-    let mut best: BTreeMap<(String, String, String), usize> = BTreeMap::new();
-    let mut dropped: Vec<(usize, usize)> = Vec::new();
+    let mut by_process: BTreeMap<(String, String, String), Vec<usize>> = BTreeMap::new();
     for (i, j) in journals.iter().enumerate() {
-        let (h, records) = of(j);
-        let Some(id) = process_identity(h) else {
-            continue;
-        };
-        match best.get(&id) {
-            None => {
-                best.insert(id, i);
-            }
-            Some(&b) => {
-                // More records first; of as many, the shallower path (the original, not a
-                // copy in a sub-folder); then path order.
-                let depth = |t: &T| t.path().components().count();
-                let better = (records, std::cmp::Reverse(depth(j)))
-                    > (of(&journals[b]).1, std::cmp::Reverse(depth(&journals[b])));
-                if better {
-                    dropped.push((b, i));
-                    best.insert(id, i);
-                } else {
-                    dropped.push((i, b));
-                }
-            }
+        if let Some(id) = process_identity(of(j).0) {
+            by_process.entry(id).or_default().push(i);
         }
     }
-    if dropped.is_empty() {
-        return journals;
+    // More records first; of as many, the shallower path (the original, not a copy in a
+    // sub-folder); then path order.
+    let rank = |i: usize| {
+        let depth = journals[i].path().components().count();
+        (of(&journals[i]).1, Reverse(depth), Reverse(i))
+    };
+    let mut gone = BTreeSet::new();
+    let mut notes = Vec::new();
+    for ((host, pid, start), group) in by_process.iter().filter(|(_, g)| g.len() > 1) {
+        let kept = group
+            .iter()
+            .copied()
+            .max_by_key(|&i| rank(i))
+            .unwrap_or(group[0]);
+        let kept_path = journals[kept].path().display();
+        for &d in group.iter().filter(|&&d| d != kept) {
+            gone.insert(d);
+            notes.push((
+                kept,
+                format!(
+                    "{kept_path} and {} are journals of one process (host {host}, pid {pid}, start {start}): it is read once, from {kept_path}",
+                    journals[d].path().display(),
+                ),
+            ));
+        }
     }
-    let gone: BTreeSet<usize> = dropped.iter().map(|&(d, _)| d).collect();
-    let notes: Vec<(usize, String)> = dropped
-        .iter()
-        .map(|&(d, _)| {
-            let id = process_identity(of(&journals[d]).0).unwrap_or_default();
-            let kept = best[&id];
-            let note = format!(
-                "{} and {} are journals of one process (host {}, pid {}, start {}): it is read once, from {}",
-                journals[kept].path().display(),
-                journals[d].path().display(),
-                id.0,
-                id.1,
-                id.2,
-                journals[kept].path().display()
-            );
-            (kept, note)
-        })
-        .collect();
-    let mut journals: Vec<Option<T>> = journals.into_iter().map(Some).collect();
+    let mut journals = journals;
     for (kept, note) in notes {
-        if let Some(j) = journals[kept].as_mut() {
-            j.warnings_mut().push(note);
-        }
+        journals[kept].warnings_mut().push(note);
     }
     journals
         .into_iter()
         .enumerate()
         .filter(|(i, _)| !gone.contains(i))
-        .filter_map(|(_, j)| j)
+        .map(|(_, j)| j)
         .collect()
 }
 

@@ -4,6 +4,22 @@ use super::test_frames::{alloc, frame};
 use super::*;
 use vramledger_format::preamble;
 
+/// A format-2 journal being written (pid 7) holding `n` allocations of 4 KiB at 0x1000 on.
+fn format2_allocs(n: u64) -> vramledger_format::memwriter::MemJournal {
+    let mut h = Header::default();
+    h.push("pid", "7");
+    let mut w = vramledger_format::memwriter::MemJournal::new(&h);
+    for i in 0..n {
+        w.event(&Event {
+            kind: Kind::Alloc as u16,
+            addr: 0x1000 + i,
+            size: 4096,
+            ..Event::default()
+        });
+    }
+    w
+}
+
 fn journal_bytes() -> Vec<u8> {
     let mut h = Header::default();
     h.push("pid", "7");
@@ -271,21 +287,9 @@ fn format_2_reads_as_format_1() {
 
 #[test]
 fn format_2_bytes_after_the_final_seal_are_damage_and_zeros_are_not() {
-    use vramledger_format::memwriter::MemJournal;
-    let mut h = Header::default();
-    h.push("pid", "7");
     // One short block and one past the first block's end: the seal in line, and at the end.
     for n in [10u64, 4000] {
-        let mut w = MemJournal::new(&h);
-        for i in 0..n {
-            w.event(&Event {
-                kind: Kind::Alloc as u16,
-                addr: 0x1000 + i,
-                size: 4096,
-                ..Event::default()
-            });
-        }
-        let bytes = w.finish(true);
+        let bytes = format2_allocs(n).finish(true);
         let whole = parse(Path::new("j.vlj"), &bytes).unwrap();
         assert!(
             !whole.corrupt && whole.warnings.is_empty(),
@@ -319,19 +323,7 @@ fn format_2_bytes_after_the_final_seal_are_damage_and_zeros_are_not() {
 #[test]
 fn format_2_skips_a_torn_block_and_reads_a_killed_tail() {
     use vramledger_format::block::BLOCK;
-    use vramledger_format::memwriter::MemJournal;
-    let mut h = Header::default();
-    h.push("pid", "7");
-    let mut w = MemJournal::new(&h);
-    for i in 0..8000u64 {
-        let e = Event {
-            kind: Kind::Alloc as u16,
-            addr: 0x1000 + i,
-            size: 4096,
-            ..Event::default()
-        };
-        w.event(&e);
-    }
+    let mut w = format2_allocs(8000);
     w.hole(24);
     let mut bytes = w.finish(false);
     bytes.resize(4 << 20, 0); // killed: the zero tail of the chunk
@@ -426,19 +418,7 @@ fn recorded_journals_rewritten_in_format_2_read_the_same_in_a_third_of_the_bytes
 #[test]
 fn format_2_cut_short_at_a_record_end_is_said_and_a_killed_or_live_tail_is_not() {
     use vramledger_format::block::BLOCK;
-    use vramledger_format::memwriter::MemJournal;
-    let mut h = Header::default();
-    h.push("pid", "7");
-    let mut w = MemJournal::new(&h);
-    for i in 0..4000u64 {
-        w.event(&Event {
-            kind: Kind::Alloc as u16,
-            addr: 0x1000 + i,
-            size: 4096,
-            ..Event::default()
-        });
-    }
-    let open = w.finish(false); // no final seal: 4000 records of 24 bytes, past one block
+    let open = format2_allocs(4000).finish(false); // no final seal: 4000 records of 24 bytes, past one block
     assert!(open.len() > BLOCK && !open.len().is_multiple_of(BLOCK));
     // Cut at a record's end inside the unsealed block (an interrupted copy): said, at its
     // offset, and not counted as damage.
@@ -458,13 +438,7 @@ fn format_2_cut_short_at_a_record_end_is_said_and_a_killed_or_live_tail_is_not()
     let j = parse(Path::new("k.vlj"), &killed).unwrap();
     assert!(!j.corrupt && j.warnings.is_empty(), "{:?}", j.warnings);
     // A record in flight at exit, the file cut after it: that says why, alone.
-    let mut w = MemJournal::new(&h);
-    w.event(&Event {
-        kind: Kind::Alloc as u16,
-        addr: 0x1000,
-        size: 4096,
-        ..Event::default()
-    });
+    let mut w = format2_allocs(1);
     w.hole(24);
     let j = parse(Path::new("f.vlj"), &w.finish(false)).unwrap();
     assert!(

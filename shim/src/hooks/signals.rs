@@ -42,11 +42,35 @@ static INFO: [AtomicUsize; SIGNALS] = [EMPTY; SIGNALS];
 /// Handlers installed from now on are wrapped (set at load unless vramledger is off).
 static WRAP: AtomicBool = AtomicBool::new(false);
 static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
-static REAL_SIGNAL: AtomicUsize = AtomicUsize::new(0);
-static REAL_BSD_SIGNAL: AtomicUsize = AtomicUsize::new(0);
-static REAL_SYSV_SIGNAL: AtomicUsize = AtomicUsize::new(0);
-static REAL_SYSV_SIGNAL_INTERNAL: AtomicUsize = AtomicUsize::new(0);
-static REAL_SIGSET: AtomicUsize = AtomicUsize::new(0);
+
+/// A libc function that installs a handler as `signal` does (a signal and a handler in, the
+/// previous disposition out): its name, and its address once found.
+struct SignalLike {
+    name: &'static std::ffi::CStr,
+    real: AtomicUsize,
+}
+
+impl SignalLike {
+    const fn new(name: &'static std::ffi::CStr) -> SignalLike {
+        SignalLike {
+            name,
+            real: AtomicUsize::new(0),
+        }
+    }
+
+    fn real(&self) -> Option<SignalFn> {
+        let p = real_of(&self.real, self.name);
+        // SAFETY: the next function of this name after vramledger is libc's `signal`,
+        // `bsd_signal`, `sysv_signal`, `__sysv_signal` or `sigset`, each with this signature.
+        (p != 0).then(|| unsafe { std::mem::transmute::<usize, SignalFn>(p) })
+    }
+}
+
+static SIGNAL: SignalLike = SignalLike::new(c"signal");
+static BSD_SIGNAL: SignalLike = SignalLike::new(c"bsd_signal");
+static SYSV_SIGNAL: SignalLike = SignalLike::new(c"sysv_signal");
+static SYSV_SIGNAL_INTERNAL: SignalLike = SignalLike::new(c"__sysv_signal");
+static SIGSET: SignalLike = SignalLike::new(c"sigset");
 
 /// `sigset`'s disposition that blocks the signal instead of installing anything (glibc's
 /// `SIG_HOLD`).
@@ -149,8 +173,14 @@ fn wrappable(sig: c_int) -> bool {
 /// them is safe (not inside a handler).
 pub fn init_at_load() {
     let _ = real_sigaction();
-    for (slot, name) in signal_likes() {
-        let _ = real_signal_like(slot, name);
+    for f in [
+        &SIGNAL,
+        &BSD_SIGNAL,
+        &SYSV_SIGNAL,
+        &SYSV_SIGNAL_INTERNAL,
+        &SIGSET,
+    ] {
+        let _ = f.real();
     }
     WRAP.store(!crate::config::disabled_now(), Ordering::Relaxed);
 }
@@ -159,25 +189,6 @@ fn real_sigaction() -> Option<SigactionFn> {
     let p = real_of(&REAL_SIGACTION, c"sigaction");
     // SAFETY: the next `sigaction` after vramledger is libc's, with this signature.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
-}
-
-/// The functions that install a handler as `signal` does (a signal and a handler in, the
-/// previous disposition out), with where each one's real address is kept.
-fn signal_likes() -> [(&'static AtomicUsize, &'static std::ffi::CStr); 5] {
-    [
-        (&REAL_SIGNAL, c"signal"),
-        (&REAL_BSD_SIGNAL, c"bsd_signal"),
-        (&REAL_SYSV_SIGNAL, c"sysv_signal"),
-        (&REAL_SYSV_SIGNAL_INTERNAL, c"__sysv_signal"),
-        (&REAL_SIGSET, c"sigset"),
-    ]
-}
-
-fn real_signal_like(slot: &AtomicUsize, name: &std::ffi::CStr) -> Option<SignalFn> {
-    let p = real_of(slot, name);
-    // SAFETY: the next function of this name after vramledger is libc's `signal`,
-    // `bsd_signal`, `sysv_signal` or `sigset`, each with this signature.
-    (p != 0).then(|| unsafe { std::mem::transmute::<usize, SignalFn>(p) })
 }
 
 fn real_of(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
@@ -275,7 +286,7 @@ pub unsafe extern "C" fn sigaction(
 #[no_mangle]
 pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     // SAFETY: the caller's arguments.
-    unsafe { install_like(&REAL_SIGNAL, c"signal", sig, handler) }
+    unsafe { install_like(&SIGNAL, sig, handler) }
 }
 
 /// # Safety
@@ -283,7 +294,7 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
 #[no_mangle]
 pub unsafe extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     // SAFETY: the caller's arguments.
-    unsafe { install_like(&REAL_BSD_SIGNAL, c"bsd_signal", sig, handler) }
+    unsafe { install_like(&BSD_SIGNAL, sig, handler) }
 }
 
 /// # Safety
@@ -294,7 +305,7 @@ pub unsafe extern "C" fn sysv_signal(
     handler: libc::sighandler_t,
 ) -> libc::sighandler_t {
     // SAFETY: the caller's arguments.
-    unsafe { install_like(&REAL_SYSV_SIGNAL, c"sysv_signal", sig, handler) }
+    unsafe { install_like(&SYSV_SIGNAL, sig, handler) }
 }
 
 /// # Safety
@@ -306,7 +317,7 @@ pub unsafe extern "C" fn __sysv_signal(
     handler: libc::sighandler_t,
 ) -> libc::sighandler_t {
     // SAFETY: the caller's arguments.
-    unsafe { install_like(&REAL_SYSV_SIGNAL_INTERNAL, c"__sysv_signal", sig, handler) }
+    unsafe { install_like(&SYSV_SIGNAL_INTERNAL, sig, handler) }
 }
 
 /// # Safety
@@ -314,19 +325,17 @@ pub unsafe extern "C" fn __sysv_signal(
 #[no_mangle]
 pub unsafe extern "C" fn sigset(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     // SAFETY: the caller's arguments.
-    unsafe { install_like(&REAL_SIGSET, c"sigset", sig, handler) }
+    unsafe { install_like(&SIGSET, sig, handler) }
 }
 
 /// # Safety
-/// `sig` and `handler` are the caller's arguments of the function named `name`, one of
-/// [`signal_likes`], whose real address `slot` keeps.
+/// `sig` and `handler` are the caller's arguments of `f`.
 unsafe fn install_like(
-    slot_of_real: &AtomicUsize,
-    name: &std::ffi::CStr,
+    f: &SignalLike,
     sig: c_int,
     handler: libc::sighandler_t,
 ) -> libc::sighandler_t {
-    let Some(real) = real_signal_like(slot_of_real, name) else {
+    let Some(real) = f.real() else {
         // SAFETY: errno is thread-local; ENOSYS says nothing was changed.
         unsafe { *libc::__errno_location() = libc::ENOSYS };
         return libc::SIG_ERR;
@@ -345,8 +354,9 @@ unsafe fn install_like(
     prev
 }
 
-/// `handler`, just installed by libc's `signal` (or one like it) with libc's flags and mask, is put behind the
-/// plain trampoline with the same flags and mask (until then it runs unwrapped).
+/// `handler`, just installed by libc's `signal` (or one like it) with libc's flags and mask,
+/// is put behind the plain trampoline with the same flags and mask (until then it runs
+/// unwrapped).
 fn wrap_installed(sig: c_int, handler: usize) {
     let Some(real) = real_sigaction() else {
         return;
